@@ -1,0 +1,88 @@
+"""The one-method backbone protocol, a wrapper for plain functions, and output validation.
+
+A backbone answers a batch of entailment questions: given premise lists and hypotheses, the probability that each
+premise list entails its hypothesis. Everything else (masking, sampling, aggregation) lives in the estimator.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+
+__all__ = ["Backbone", "ChainBackbone", "FunctionBackbone", "call_backbone"]
+
+
+@runtime_checkable
+class Backbone(Protocol):
+    """Anything with ``entailment_probs(premises, hypotheses) -> sequence of floats in [0, 1]``.
+
+    ``premises[i]`` is the list of included claims (in chain order, possibly empty) for ``hypotheses[i]``. The
+    result must be deterministic for fixed inputs: ARES's guarantee treats it as a fixed function.
+    """
+
+    def entailment_probs(self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str]) -> Sequence[float]: ...
+
+
+@runtime_checkable
+class ChainBackbone(Protocol):
+    """Optional second capability: score every step of a whole chain in one pass (PRM whole-chain, LLM-Judge).
+
+    Returns one probability per step, ``len(steps)`` values.
+    """
+
+    def chain_step_probs(self, base_claims: Sequence[str], steps: Sequence[str]) -> Sequence[float]: ...
+
+
+class FunctionBackbone:
+    """Wrap any callable ``fn(premises: list[list[str]], hypotheses: list[str]) -> sequence of floats``.
+
+    Example:
+        >>> overlap = FunctionBackbone(lambda P, H: [float(any(h in p for p in ps)) for ps, h in zip(P, H)])
+        >>> overlap.entailment_probs([["a b", "c"]], ["c"])
+        [1.0]
+    """
+
+    def __init__(self, fn: Callable[[list[list[str]], list[str]], Sequence[float]], name: str | None = None) -> None:
+        if not callable(fn):
+            raise TypeError(f"FunctionBackbone(fn=...) must be callable, got {type(fn).__name__}.")
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", type(fn).__name__)
+
+    def entailment_probs(self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str]) -> list[float]:
+        return [float(x) for x in self.fn([list(p) for p in premises], list(hypotheses))]
+
+    def __repr__(self) -> str:
+        return f"FunctionBackbone({self.name})"
+
+
+def call_backbone(backbone: Backbone, premises: Sequence[Sequence[str]], hypotheses: Sequence[str]) -> np.ndarray:
+    """Call ``backbone`` once and check what it returned: one finite probability in [0, 1] per hypothesis."""
+    if not hasattr(backbone, "entailment_probs"):
+        raise TypeError(
+            f"backbone={backbone!r} has no entailment_probs(premises, hypotheses) method: wrap a function with "
+            "FunctionBackbone(fn) or load a model with ares_rerank.load_backbone(...)."
+        )
+    if not hypotheses:
+        return np.zeros(0, dtype=np.float64)
+    raw = backbone.entailment_probs(premises, hypotheses)
+    try:
+        values = np.asarray([float(x) for x in raw], dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"backbone {backbone!r} returned non-numeric values ({err}); return floats in [0, 1].") from err
+    if values.shape != (len(hypotheses),):
+        raise ValueError(
+            f"backbone {backbone!r} returned {values.size} values for {len(hypotheses)} hypotheses: "
+            "return exactly one probability per (premises, hypothesis) pair."
+        )
+    bad = np.flatnonzero(~np.isfinite(values) | (values < 0.0) | (values > 1.0))
+    if bad.size:
+        i = int(bad[0])
+        kind = "NaN" if math.isnan(values[i]) else f"{values[i]!r}, outside [0, 1]"
+        raise ValueError(
+            f"backbone {backbone!r} returned {kind} for pair {i} (hypothesis {hypotheses[i][:80]!r}): probabilities "
+            "must be finite and in [0, 1]; apply a sigmoid/softmax to logits before returning."
+        )
+    return values

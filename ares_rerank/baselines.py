@@ -1,0 +1,122 @@
+"""Baselines from the ARES paper, with the same backbone and rendering as ARES (ARES_SPEC section 4).
+
+Each is a deterministic function of the chain: every (premises, step) pair it needs, across all chains, goes to
+the backbone in one call.
+
+- ``entail-prev``: E(all base claims + all earlier steps, step).
+- ``entail-base``: E(base claims only, step).
+- ``roscoe-li-self``: min over earlier steps j of E([C_j], step); the first step scores 1.
+- ``roscoe-li-source``: min over base claims j of E([B_j], step).
+- ``receval-inter``: min over all earlier claims j (base and steps) of E([C_j], step).
+- ``prm-chain`` / ``llm-judge``: one pass over the whole chain by a :class:`ChainBackbone`.
+
+A min over an empty set (no base claims, or the first step of ``roscoe-li-self``) is 1.0: nothing contradicts it.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .backbones.base import Backbone, ChainBackbone, call_backbone
+from .chain import Chain, ChainScores
+
+
+__all__ = ["BASELINES", "CHAIN_BASELINES", "baseline_scores"]
+
+# For one chain: per step, the premise lists whose entailment of the step is min-reduced into the step's score.
+PremiseSets = Callable[[Chain], list[list[list[str]]]]
+
+
+def _entail_prev(chain: Chain) -> list[list[list[str]]]:
+    return [[list(chain.base_claims) + list(chain.steps[:k])] for k in range(chain.num_steps)]
+
+
+def _entail_base(chain: Chain) -> list[list[list[str]]]:
+    return [[list(chain.base_claims)] for _ in range(chain.num_steps)]
+
+
+def _roscoe_li_self(chain: Chain) -> list[list[list[str]]]:
+    return [[[s] for s in chain.steps[:k]] for k in range(chain.num_steps)]
+
+
+def _roscoe_li_source(chain: Chain) -> list[list[list[str]]]:
+    return [[[b] for b in chain.base_claims] for _ in range(chain.num_steps)]
+
+
+def _receval_inter(chain: Chain) -> list[list[list[str]]]:
+    return [[[c] for c in chain.claims[: chain.num_base + k]] for k in range(chain.num_steps)]
+
+
+BASELINES: dict[str, PremiseSets] = {
+    "entail-base": _entail_base,
+    "entail-prev": _entail_prev,
+    "receval-inter": _receval_inter,
+    "roscoe-li-self": _roscoe_li_self,
+    "roscoe-li-source": _roscoe_li_source,
+}
+CHAIN_BASELINES = ("llm-judge", "prm-chain")
+
+
+def baseline_scores(chains: Sequence[Chain], backbone: Backbone, method: str) -> list[ChainScores]:
+    """Score every step of every chain with baseline ``method`` (a key of :data:`BASELINES` or a chain baseline)."""
+    if method in CHAIN_BASELINES:
+        return _whole_chain_scores(chains, backbone, method)
+    if method not in BASELINES:
+        raise ValueError(f"method={method!r} is not a baseline: use one of {sorted(BASELINES) + list(CHAIN_BASELINES)}.")
+    plans = [BASELINES[method](chain) for chain in chains]
+    index: dict[tuple[tuple[str, ...], str], int] = {}
+    premises: list[list[str]] = []
+    hypotheses: list[str] = []
+    slots: list[list[list[int]]] = []  # chain -> step -> indices into the one backbone call
+    for chain, plan in zip(chains, plans):
+        chain_slots = []
+        for step, sets in zip(chain.steps, plan):
+            step_slots = []
+            for included in sets:
+                key = (tuple(included), step)
+                if key not in index:
+                    index[key] = len(hypotheses)
+                    premises.append(included)
+                    hypotheses.append(step)
+                step_slots.append(index[key])
+            chain_slots.append(step_slots)
+        slots.append(chain_slots)
+    values = call_backbone(backbone, premises, hypotheses)
+    out = []
+    for chain, chain_slots in zip(chains, slots):
+        scores = [float(values[s].min()) if s else 1.0 for s in chain_slots]
+        # Distinct pairs this chain needed, per step (a pair shared by two steps of the chain is counted once).
+        seen: set[int] = set()
+        per_step = []
+        for s in chain_slots:
+            new = set(s) - seen
+            seen |= new
+            per_step.append(len(new))
+        out.append(
+            ChainScores(scores, sum(per_step), per_step, method=method, mode="direct", chain_id=chain.id)
+        )
+    return out
+
+
+def _whole_chain_scores(chains: Sequence[Chain], backbone: Backbone, method: str) -> list[ChainScores]:
+    if not hasattr(backbone, "chain_step_probs"):
+        raise TypeError(
+            f"method={method!r} needs a backbone that scores a whole chain in one pass (chain_step_probs), and "
+            f"{backbone!r} has none: use a PRM backbone (kind='prm' / 'prm-causal') for 'prm-chain' or a judge "
+            "backbone (kind='judge') for 'llm-judge'."
+        )
+    whole: ChainBackbone = backbone  # type: ignore[assignment]
+    out = []
+    for chain in chains:
+        raw = np.asarray([float(x) for x in whole.chain_step_probs(chain.base_claims, chain.steps)])
+        if raw.shape != (chain.num_steps,) or not np.all(np.isfinite(raw)) or raw.min() < 0 or raw.max() > 1:
+            raise ValueError(
+                f"{backbone!r}.chain_step_probs returned {raw.tolist()!r} for a chain of {chain.num_steps} steps: "
+                "expected one probability in [0, 1] per step."
+            )
+        ones = [0] * chain.num_steps
+        ones[-1] = 1  # one pass over the whole chain
+        out.append(ChainScores(raw.tolist(), 1, ones, method=method, mode="direct", chain_id=chain.id))
+    return out

@@ -1,0 +1,218 @@
+"""Reasoning chains: base claims (the problem) followed by derived claims (the steps), and their scores.
+
+Data flow: text -> :class:`Chain` -> backbone + estimator -> :class:`ChainScores`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+
+__all__ = ["Chain", "ChainScores", "split_prompt", "split_sentences", "split_steps"]
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A reasoning chain ``C_1..C_n`` (base claims, assumed given) followed by ``C_{n+1}..C_{n+m}`` (steps).
+
+    Args:
+        base_claims: The context / problem statement, one string per claim. May be empty (no context).
+        steps: The derived claims an LLM wrote, in order. At least one.
+        labels: Optional gold labels, one per step: ``1`` = unsound, ``0`` = sound.
+        id: Optional identifier (kept through scoring; used to split data by chain).
+        meta: Free-form metadata (task name, source record, ...).
+    """
+
+    base_claims: tuple[str, ...]
+    steps: tuple[str, ...]
+    labels: tuple[int, ...] | None = None
+    id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __init__(
+        self,
+        base_claims: Sequence[str],
+        steps: Sequence[str],
+        labels: Sequence[int] | None = None,
+        id: str | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        base_claims = _as_str_tuple(base_claims, "base_claims")
+        steps = _as_str_tuple(steps, "steps")
+        if not steps:
+            raise ValueError(
+                "Chain(steps=[]) has no steps to score: pass at least one derived claim "
+                "(a completion with no text gives no chain; skip it or give it a score yourself)."
+            )
+        if labels is not None:
+            labels = tuple(int(x) for x in labels)
+            if len(labels) != len(steps):
+                raise ValueError(
+                    f"Chain(labels=...) has {len(labels)} labels for {len(steps)} steps: give one label per step "
+                    "(1 = unsound, 0 = sound) or labels=None."
+                )
+            bad = [x for x in labels if x not in (0, 1)]
+            if bad:
+                raise ValueError(f"Chain(labels=...) contains {bad[0]!r}: labels must be 0 (sound) or 1 (unsound).")
+        object.__setattr__(self, "base_claims", base_claims)
+        object.__setattr__(self, "steps", steps)
+        object.__setattr__(self, "labels", labels)
+        object.__setattr__(self, "id", id)
+        object.__setattr__(self, "meta", dict(meta or {}))
+
+    @property
+    def claims(self) -> tuple[str, ...]:
+        """All claims in order: base claims then steps."""
+        return self.base_claims + self.steps
+
+    @property
+    def num_base(self) -> int:
+        return len(self.base_claims)
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.steps)
+
+    def fingerprint(self) -> str:
+        """A stable hash of the chain's text (base claims and steps), independent of labels and id."""
+        h = hashlib.sha256()
+        for part in ("B",) + self.base_claims + ("S",) + self.steps:
+            h.update(part.encode("utf-8"))
+            h.update(b"\x00")
+        return h.hexdigest()
+
+    @classmethod
+    def from_text(
+        cls,
+        prompt: str,
+        completion: str,
+        step_separator: str | None = "\n\n",
+        prompt_split: str = "none",
+        labels: Sequence[int] | None = None,
+        id: str | None = None,
+    ) -> Chain:
+        """Build a chain from a prompt and a completion.
+
+        Args:
+            prompt: The problem; becomes the base claims.
+            completion: The model's reasoning; split into steps.
+            step_separator: Splits the completion into steps (default: a blank line). A regex when it starts with
+                ``re:``; ``None`` splits into sentences.
+            prompt_split: ``"none"`` keeps the prompt as one base claim, ``"sentences"`` splits it into sentences,
+                ``"lines"`` into non-empty lines.
+        """
+        if not isinstance(prompt, str):
+            raise TypeError(f"Chain.from_text(prompt=...) must be a string, got {type(prompt).__name__}.")
+        if not isinstance(completion, str):
+            raise TypeError(f"Chain.from_text(completion=...) must be a string, got {type(completion).__name__}.")
+        base = split_prompt(prompt, prompt_split)
+        steps = split_steps(completion, step_separator)
+        return cls(base, steps, labels=labels, id=id)
+
+
+def _as_str_tuple(values: Sequence[str], name: str) -> tuple[str, ...]:
+    if isinstance(values, str):
+        raise TypeError(f"Chain({name}=...) got a single string; pass a list of strings (one per claim).")
+    out = tuple(values)
+    for i, v in enumerate(out):
+        if not isinstance(v, str):
+            raise TypeError(f"Chain({name}[{i}]) is {type(v).__name__}, expected str.")
+    return out
+
+
+def split_prompt(prompt: str, mode: str = "none") -> list[str]:
+    """Turn a prompt into base claims: ``"none"`` (one claim), ``"sentences"`` or ``"lines"``."""
+    if mode == "none":
+        return [prompt.strip()] if prompt.strip() else []
+    if mode == "sentences":
+        return split_sentences(prompt)
+    if mode == "lines":
+        return [line.strip() for line in prompt.splitlines() if line.strip()]
+    raise ValueError(f"prompt_split={mode!r} is not supported: use 'none', 'sentences' or 'lines'.")
+
+
+def split_steps(text: str, separator: str | None = "\n\n") -> list[str]:
+    """Split a completion into non-empty, stripped steps.
+
+    ``separator`` is a literal string, a regex when prefixed with ``re:``, or ``None`` for sentence splitting.
+    """
+    if separator is None:
+        return split_sentences(text)
+    if separator == "":
+        raise ValueError("step_separator='' would split nothing: use e.g. '\\n\\n', '\\n', 're:<pattern>' or None.")
+    parts = re.split(separator[3:], text) if separator.startswith("re:") else text.split(separator)
+    return [p.strip() for p in parts if p and p.strip()]
+
+
+# A sentence ends at . ! or ? followed by whitespace and an upper-case letter, digit, quote or bracket, unless the
+# period belongs to a short abbreviation or a number ("e.g.", "Dr.", "3.5"). Rule-based, no downloads (no punkt).
+_ABBREVIATIONS = {"e.g", "i.e", "etc", "vs", "dr", "mr", "mrs", "ms", "prof", "fig", "eq", "no", "st", "approx", "cf"}
+_SENT_END = re.compile(r"([.!?])(\s+)(?=[\"'(\[A-Z0-9$\\])")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split text into sentences with a small rule-based splitter (abbreviation- and number-aware)."""
+    sentences: list[str] = []
+    start = 0
+    for match in _SENT_END.finditer(text):
+        end = match.start(1) + 1
+        last_word = text[start:match.start(1)].rsplit(None, 1)[-1:] or [""]
+        if match.group(1) == "." and last_word[0].lower().rstrip(".") in _ABBREVIATIONS:
+            continue
+        if match.group(1) == "." and len(last_word[0]) == 1 and last_word[0].isalpha():
+            continue  # an initial such as "J. Smith"
+        sentences.append(text[start:end].strip())
+        start = match.end()
+    sentences.append(text[start:].strip())
+    return [s for s in sentences if s]
+
+
+@dataclass
+class ChainScores:
+    """Per-step soundness scores of one chain, with the certificate that came with them.
+
+    Attributes:
+        step_scores: ``tau_k`` per step, in [0, 1]; high = the step is entailed by accepted earlier claims.
+        evaluations: Distinct backbone evaluations (premise set, step) spent on this chain.
+        evaluations_per_step: The same, per step.
+        method: ``"ares"`` or a baseline name.
+        mode: ``"exact"``, ``"sample"`` (ARES) or ``"direct"`` (baselines: one deterministic score per step).
+        eps, delta: The Hoeffding guarantee of sample mode: with probability >= 1 - delta every ``|tau_k - true|
+            <= eps``. ``None`` when not sampled.
+        num_samples: N, the number of i.i.d. trajectories (sample mode), else ``None``.
+        error_bounds: A hard bound on ``|tau_k - true tau_k|`` per step from mask pruning (exact mode); ``0`` when
+            nothing was pruned. ``None`` in sample mode (see eps / delta) and for baselines.
+        chain_id: The chain's id, if it had one.
+    """
+
+    step_scores: list[float]
+    evaluations: int
+    evaluations_per_step: list[int]
+    method: str = "ares"
+    mode: str = "direct"
+    eps: float | None = None
+    delta: float | None = None
+    num_samples: int | None = None
+    error_bounds: list[float] | None = None
+    chain_id: str | None = None
+
+    def flags(self, threshold: float = 0.5) -> list[bool]:
+        """Steps flagged unsound: ``tau_k <= threshold``."""
+        return [s <= threshold for s in self.step_scores]
+
+    def first_error(self, threshold: float = 0.5) -> int:
+        """0-based index of the first flagged step, or -1 if none is flagged (ProcessBench's convention)."""
+        return next((i for i, f in enumerate(self.flags(threshold)) if f), -1)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        out["step_scores"] = [float(s) for s in self.step_scores]
+        return out
+
+    def __post_init__(self) -> None:
+        if any(not (0.0 <= s <= 1.0) or math.isnan(s) for s in self.step_scores):
+            raise ValueError(f"ChainScores.step_scores must lie in [0, 1], got {self.step_scores}.")

@@ -1,0 +1,47 @@
+"""Shared fixtures. Everything is offline: tiny models are built from configs and saved to a temp dir."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))  # `eval` and `training` are run from the checkout, not installed
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+@pytest.fixture(scope="session")
+def tiny_causal_lm_path(tmp_path_factory) -> Path:
+    from tiny_models import tiny_qwen2_causal_lm
+
+    return tiny_qwen2_causal_lm(tmp_path_factory.mktemp("tiny-qwen2-causal"))
+
+
+@pytest.fixture(scope="session")
+def tiny_prm_path(tmp_path_factory) -> Path:
+    from tiny_models import tiny_qwen2_token_classifier
+
+    return tiny_qwen2_token_classifier(tmp_path_factory.mktemp("tiny-qwen2-prm"))
+
+
+@pytest.fixture(scope="session")
+def tiny_nli_path(tmp_path_factory) -> Path:
+    from tiny_models import tiny_bert_classifier
+
+    return tiny_bert_classifier(tmp_path_factory.mktemp("tiny-bert-nli"))
+
+
+@pytest.fixture(scope="session")
+def tiny_nli3_path(tmp_path_factory) -> Path:
+    from tiny_models import tiny_bert_classifier
+
+    return tiny_bert_classifier(tmp_path_factory.mktemp("tiny-bert-nli3"), num_labels=3)

@@ -1,0 +1,158 @@
+"""Tiny models built offline for tests: a locally trained tokenizer and tiny Qwen2 / BERT models saved to disk.
+
+Nothing is downloaded. Every builder saves with ``save_pretrained`` and returns the directory, so tests load the
+models back through the real ``Auto*.from_pretrained`` path, exactly as users load real checkpoints.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from transformers import (
+    BertConfig,
+    BertForSequenceClassification,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen2ForTokenClassification,
+)
+
+
+__all__ = [
+    "CHAT_TEMPLATE",
+    "STEP_TAG",
+    "build_tokenizer",
+    "tiny_bert_classifier",
+    "tiny_qwen2_causal_lm",
+    "tiny_qwen2_token_classifier",
+]
+
+STEP_TAG = "<extra_0>"
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", STEP_TAG, "[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]"]
+
+# A Qwen-style ChatML template (system turn optional), enough for apply_chat_template and add_generation_prompt.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+_CORPUS = [
+    "Rule: AB -> CD (meaning that if I have AB, I can derive CD)",
+    "I have AB, I use rule (AB -> CD) to derive CD, now I have CD",
+    "I have XY. Question: what is 2 + 3? Answer: 5. The answer is 5.",
+    "Does the context entail the hypothesis? Answer Yes or No. Yes No Yes No",
+    "Context: Hypothesis: Step: Very Likely Likely Somewhat Likely Neutral Somewhat Unlikely Unlikely Very Unlikely",
+    "We have pepper. We have garlic. Because we have completed all previous steps, we can now do the step.",
+    "Let x = 3. Then 2x = 6, so x + 1 = 4. + - + - ki na",
+    "The quick brown fox jumps over the lazy dog; 0 1 2 3 4 5 6 7 8 9 = * / ( ) , . : ? !",
+]
+
+
+def build_tokenizer(vocab_size: int = 400, pair_template: bool = False) -> PreTrainedTokenizerFast:
+    """Train a small byte-level BPE tokenizer on a fixed corpus (deterministic, offline, ~1 s).
+
+    ``pair_template=True`` adds BERT's ``[CLS] A [SEP] B [SEP]`` post-processing for sentence-pair encoders.
+    """
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_CORPUS * 4, trainer=trainer)
+    if pair_template:
+        cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]",
+            pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)],
+        )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|endoftext|>",
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        unk_token="[UNK]",
+    )
+    fast.add_special_tokens({"additional_special_tokens": [STEP_TAG]})
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def _qwen2_config(tokenizer: PreTrainedTokenizerFast, **kwargs) -> Qwen2Config:
+    return Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=True,
+        **kwargs,
+    )
+
+
+def _save(model: torch.nn.Module, tokenizer: PreTrainedTokenizerFast, path: str | Path) -> Path:
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def tiny_qwen2_causal_lm(path: str | Path, seed: int = 0) -> Path:
+    """A 2-layer Qwen2ForCausalLM (~30k params) with a chat template; returns the saved directory."""
+    torch.manual_seed(seed)
+    tokenizer = build_tokenizer()
+    return _save(Qwen2ForCausalLM(_qwen2_config(tokenizer)), tokenizer, path)
+
+
+def tiny_qwen2_token_classifier(path: str | Path, seed: int = 0) -> Path:
+    """A 2-label Qwen2ForTokenClassification, the shape of Qwen2.5-Math-PRM (step tag ``<extra_0>``)."""
+    torch.manual_seed(seed)
+    tokenizer = build_tokenizer()
+    config = _qwen2_config(tokenizer, num_labels=2, id2label={0: "negative", 1: "positive"},
+                           label2id={"negative": 0, "positive": 1})
+    return _save(Qwen2ForTokenClassification(config), tokenizer, path)
+
+
+def tiny_bert_classifier(
+    path: str | Path,
+    num_labels: int = 2,
+    id2label: dict[int, str] | None = None,
+    seed: int = 0,
+) -> Path:
+    """A 2-layer BertForSequenceClassification; default labels: 2-way not_entailment/entailment, or MNLI's 3-way."""
+    torch.manual_seed(seed)
+    tokenizer = build_tokenizer(pair_template=True)
+    tokenizer.cls_token, tokenizer.sep_token, tokenizer.mask_token = "[CLS]", "[SEP]", "[MASK]"
+    if id2label is None:
+        id2label = (
+            {0: "not_entailment", 1: "entailment"}
+            if num_labels == 2
+            else {0: "entailment", 1: "neutral", 2: "contradiction"}
+        )
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=512,
+        pad_token_id=tokenizer.pad_token_id,
+        num_labels=num_labels,
+        id2label=id2label,
+        label2id={v: k for k, v in id2label.items()},
+    )
+    return _save(BertForSequenceClassification(config), tokenizer, path)

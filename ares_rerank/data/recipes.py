@@ -1,0 +1,187 @@
+"""CaptainCookRecipes: recipe-graph chains with one missing ingredient (ARES paper, section 5 of ARES_SPEC).
+
+Task metadata:
+    name: CaptainCookRecipes (the research code's ``recipe_graph``), 24 CaptainCook4D recipe graphs.
+    base claims: one rule per step with predecessors ("Only after the necessary preceding steps (...) ...") and
+        ``We have <ingredient>.`` claims, one ingredient dropped, shuffled; ``We now START.`` last.
+    steps: one claim per recipe step in topological order (START excluded, END included).
+    labels: ``1`` = unsound: the steps that use the dropped ingredient and everything downstream of them.
+    data: ``<data_dir>/recipe_graphs/*.json`` (``data_dir`` from the argument, ``$ARES_DATA_DIR`` or
+        ``<repo>/../shared/data``; see :func:`ares_rerank.data.paths.shared_data_dir`).
+
+The 24 graphs are repeated to 1000 entries and shuffled with ``random.Random(42)``; entry ``idx`` is example
+``idx``. The dropped ingredient depends only on the recipe (a constant seed), so examples of one recipe share their
+steps and labels and differ only in the order of the base claims.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+from collections import deque
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..chain import Chain
+from .paths import shared_data_dir
+
+
+__all__ = ["NUM_RECIPE_ENTRIES", "load_recipe_graphs", "load_recipes", "recipe_example"]
+
+NUM_RECIPE_ENTRIES = 1000
+_SUBDIR = "recipe_graphs"
+_SEED = 42
+
+
+def _recipe_dir(data_dir: str | os.PathLike[str] | None) -> Path:
+    """``<data_dir>/recipe_graphs``; a ``data_dir`` that directly holds the JSON files is accepted as well."""
+    if data_dir is not None and not (Path(data_dir) / _SUBDIR).is_dir() and any(Path(data_dir).glob("*.json")):
+        return Path(data_dir)
+    return shared_data_dir(_SUBDIR, data_dir)
+
+
+@lru_cache(maxsize=8)
+def _read_graphs(folder: str) -> tuple[tuple[str, dict[str, Any]], ...]:
+    files = sorted(Path(folder).glob("*.json"), key=lambda p: p.name)
+    if not files:
+        raise FileNotFoundError(
+            f"data_dir: the folder {folder} holds no *.json recipe graphs; point data_dir (or $ARES_DATA_DIR) at the "
+            "folder that contains recipe_graphs/ with the CaptainCook4D graph files."
+        )
+    return tuple((f.stem, json.loads(f.read_text(encoding="utf-8"))) for f in files)
+
+
+def load_recipe_graphs(data_dir: str | os.PathLike[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """The raw recipe graphs as ``(name, graph)`` pairs in sorted file-name order.
+
+    Args:
+        data_dir: The folder that contains ``recipe_graphs/``; ``None`` resolves ``$ARES_DATA_DIR``, then
+            ``<repo root>/../shared/data``.
+
+    Returns:
+        One ``(file stem, parsed JSON)`` pair per file (cached per folder; do not mutate the graphs).
+
+    Raises:
+        FileNotFoundError: The folder is missing or holds no JSON files.
+    """
+    return list(_read_graphs(str(_recipe_dir(data_dir).resolve())))
+
+
+def _entries(graphs: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict[str, Any]]]:
+    """Repeat the graphs to 1000 entries and shuffle with ``Random(42)`` (the research code's dataset order)."""
+    entries = (graphs * math.ceil(NUM_RECIPE_ENTRIES / len(graphs)))[:NUM_RECIPE_ENTRIES]
+    random.Random(_SEED).shuffle(entries)
+    return entries
+
+
+def _step_lists(graph: dict[str, Any], key: str) -> dict[int, list[str] | None]:
+    """Per-step ingredient lists keyed by step id (lists are aligned with ascending ids; ``['None']`` = no list)."""
+    ids = sorted(int(k) for k in graph["steps"])
+    return {sid: (lst if lst and lst[0] != "None" else None) for sid, lst in zip(ids, graph[key])}
+
+
+def _predecessors(edges: list[list[int]]) -> dict[int, list[int]]:
+    """Sources per target, targets in order of first appearance in ``edges``, sources in edge order."""
+    preds: dict[int, list[int]] = {}
+    for src, dst in edges:
+        preds.setdefault(dst, []).append(src)
+    return preds
+
+
+def _unsound_steps(graph: dict[str, Any], dropped: str) -> set[int]:
+    """Steps whose (raw-listed) ingredients include ``dropped``, plus everything reachable from them."""
+    raw, mapped = _step_lists(graph, "ingredients"), _step_lists(graph, "step_mapped_ingredients")
+    seeds = [s for s, lst in raw.items() if lst is not None and dropped in (mapped.get(s) or [])]
+    successors: dict[int, list[int]] = {}
+    for src, dst in graph["edges"]:
+        successors.setdefault(src, []).append(dst)
+    seen, queue = set(seeds), deque(seeds)
+    while queue:
+        for nxt in successors.get(queue.popleft(), []):
+            if nxt not in seen:
+                seen.add(nxt)
+                queue.append(nxt)
+    return seen
+
+
+def _step_claim(text: dict[int, str], preds: list[int], ingredients: list[str] | None, step: int) -> str:
+    before = ", and ".join(text[p] for p in preds)
+    having = f"and have all necessary ingredients ({', and '.join(ingredients)})," if ingredients else ""
+    return (
+        f"Because we have completed all previous steps ({before}), {having} we can now do the step {text[step]}. "
+        f"And now we have completed this step {text[step]}."
+    )
+
+
+def _build_chain(name: str, graph: dict[str, Any], idx: int) -> Chain:
+    text = {int(k): v for k, v in graph["steps"].items()}
+    preds = _predecessors(graph["edges"])
+    rules = [
+        f"Only after the necessary preceding steps ({', and '.join(text[p] for p in sources)}), And if we have all "
+        f"the ingredients, we can then {text[target]}."
+        for target, sources in preds.items()
+    ]
+    ingredients = [x for x in graph["all_mapped_ingredients_unique"] if x != "None"]
+    dropped_at = random.Random(_SEED).randint(0, len(ingredients) - 1)
+    have = [f"We have {x}." for i, x in enumerate(ingredients) if i != dropped_at]
+    base = rules + have
+    random.Random(idx + 1).shuffle(base)
+    unsound = _unsound_steps(graph, ingredients[dropped_at])
+    raw = _step_lists(graph, "ingredients")
+    order = [int(s) for s in graph["topo_order"]][1:]  # START excluded, END included
+    steps = [_step_claim(text, preds.get(s, []), raw.get(s), s) for s in order]
+    meta = {
+        "task": "captaincook_recipes", "recipe": name, "dropped_ingredient": ingredients[dropped_at],
+        "dropped_claim": f"We have {ingredients[dropped_at]}.", "step_ids": order,
+    }
+    labels = [int(s in unsound) for s in order]
+    return Chain(base + ["We now START."], steps, labels=labels, id=f"captaincook-{idx}", meta=meta)
+
+
+def recipe_example(idx: int, data_dir: str | os.PathLike[str] | None = None) -> Chain:
+    """CaptainCookRecipes example ``idx`` (0 <= idx < 1000).
+
+    Args:
+        idx: Entry of the shuffled 1000-entry list; it also seeds the base-claim shuffle (``Random(idx + 1)``).
+        data_dir: The folder that contains ``recipe_graphs/`` (see :func:`load_recipe_graphs`).
+
+    Returns:
+        A labelled :class:`Chain` with id ``captaincook-{idx}``; ``meta`` names the recipe and the dropped ingredient.
+    """
+    if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx < NUM_RECIPE_ENTRIES:
+        raise ValueError(f"idx={idx!r} must be an int in [0, {NUM_RECIPE_ENTRIES}) (the dataset has 1000 entries).")
+    name, graph = _entries(load_recipe_graphs(data_dir))[idx]
+    return _build_chain(name, graph, idx)
+
+
+def load_recipes(
+    n: int | None = None, start: int = 0, data_dir: str | os.PathLike[str] | None = None
+) -> list[Chain]:
+    """Examples ``start .. start + n - 1`` of CaptainCookRecipes (there is no label flaw to switch here).
+
+    Args:
+        n: Number of examples; ``None`` = all entries from ``start`` to 1000.
+        start: First entry.
+        data_dir: The folder that contains ``recipe_graphs/``; ``None`` resolves ``$ARES_DATA_DIR``, then
+            ``<repo root>/../shared/data``.
+
+    Returns:
+        Labelled chains in entry order.
+
+    Raises:
+        FileNotFoundError: No recipe graphs were found (the message says where it looked and how to fix it).
+    """
+    if not isinstance(start, int) or isinstance(start, bool) or not 0 <= start <= NUM_RECIPE_ENTRIES:
+        raise ValueError(f"start={start!r} must be an int in [0, {NUM_RECIPE_ENTRIES}].")
+    if n is None:
+        n = NUM_RECIPE_ENTRIES - start
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= NUM_RECIPE_ENTRIES - start:
+        raise ValueError(
+            f"n={n!r} must be an int in [0, {NUM_RECIPE_ENTRIES - start}] for start={start} (the dataset has "
+            f"{NUM_RECIPE_ENTRIES} entries); use n=None for all of them."
+        )
+    entries = _entries(load_recipe_graphs(data_dir))
+    return [_build_chain(name, graph, i) for i, (name, graph) in enumerate(entries[start:start + n], start)]

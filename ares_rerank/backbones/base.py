@@ -51,8 +51,8 @@ class FunctionBackbone:
         self.fn = fn
         self.name = name or getattr(fn, "__name__", type(fn).__name__)
 
-    def entailment_probs(self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str]) -> list[float]:
-        return [float(x) for x in self.fn([list(p) for p in premises], list(hypotheses))]
+    def entailment_probs(self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str]) -> Sequence[float]:
+        return self.fn([list(p) for p in premises], list(hypotheses))  # checked by call_backbone
 
     def __repr__(self) -> str:
         return f"FunctionBackbone({self.name})"

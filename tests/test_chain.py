@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import pytest
+
+from ares_rerank import Chain, ChainScores, split_sentences, split_steps
+
+
+def test_from_text_default_blank_line_separator():
+    chain = Chain.from_text("Solve 2x = 6.", "2x = 6.\n\nSo x = 3.\n\n\n  \nThe answer is 3.")
+    assert chain.base_claims == ("Solve 2x = 6.",)
+    assert chain.steps == ("2x = 6.", "So x = 3.", "The answer is 3.")
+
+
+def test_from_text_separators_and_prompt_splitting():
+    chain = Chain.from_text("We have eggs. We have milk! Mix them?", "a\nb", step_separator="\n",
+                            prompt_split="sentences")
+    assert chain.base_claims == ("We have eggs.", "We have milk!", "Mix them?")
+    assert chain.steps == ("a", "b")
+    assert split_steps("Step 1: a Step 2: b", "re:Step \\d+:") == ["a", "b"]
+    assert Chain.from_text("l1\n\nl2\n", "s", prompt_split="lines").base_claims == ("l1", "l2")
+    with pytest.raises(ValueError, match="prompt_split"):
+        Chain.from_text("p", "s", prompt_split="words")
+    with pytest.raises(ValueError, match="step_separator"):
+        split_steps("x", "")
+
+
+def test_sentence_splitter_keeps_abbreviations_and_numbers():
+    text = "Dr. Smith paid 3.5 dollars, e.g. for tea. Then J. Doe left. Is it 7? Yes."
+    assert split_sentences(text) == ["Dr. Smith paid 3.5 dollars, e.g. for tea.", "Then J. Doe left.", "Is it 7?", "Yes."]
+
+
+def test_empty_completion_is_a_clear_error():
+    with pytest.raises(ValueError, match="no steps"):
+        Chain.from_text("p", "  \n\n ")
+    with pytest.raises(TypeError, match="completion"):
+        Chain.from_text("p", None)
+
+
+def test_labels_validated():
+    assert Chain(["a"], ["b", "c"], labels=[0, 1]).labels == (0, 1)
+    with pytest.raises(ValueError, match="labels"):
+        Chain(["a"], ["b", "c"], labels=[0])
+    with pytest.raises(ValueError, match="labels"):
+        Chain(["a"], ["b"], labels=[2])
+
+
+def test_fingerprint_depends_on_text_only():
+    a = Chain(["a"], ["b"], labels=[1], id="x")
+    assert a.fingerprint() == Chain(["a"], ["b"]).fingerprint()
+    assert a.fingerprint() != Chain(["a", ""], ["b"]).fingerprint()
+    assert a.fingerprint() != Chain([], ["a", "b"]).fingerprint()
+
+
+def test_chain_scores_flags_and_first_error():
+    scores = ChainScores([0.9, 0.4, 0.8], evaluations=3, evaluations_per_step=[1, 1, 1])
+    assert scores.flags() == [False, True, False]
+    assert scores.first_error() == 1 and scores.first_error(threshold=0.1) == -1
+    with pytest.raises(ValueError, match="step_scores"):
+        ChainScores([1.2], 1, [1])

@@ -4,7 +4,7 @@ Data flow: chain text -> :class:`Chain` (claims) -> backbone (entailment probabi
 (:func:`score_chains`) -> per-step scores (:class:`ChainScores`) -> rerank / reward.
 """
 
-from .backbones import Backbone, ChainBackbone, FunctionBackbone
+from .backbones import Backbone, ChainBackbone, ClaimTreesOracle, FunctionBackbone
 from .chain import Chain, ChainScores, split_sentences, split_steps
 from .estimator import AresConfig, sample_size
 from .scoring import METHODS, score_chains
@@ -19,6 +19,7 @@ __all__ = [
     "Chain",
     "ChainBackbone",
     "ChainScores",
+    "ClaimTreesOracle",
     "FunctionBackbone",
     "__version__",
     "sample_size",

@@ -1,6 +1,7 @@
 """Backbones: anything that maps (premise lists, hypotheses) to entailment probabilities."""
 
 from .base import Backbone, ChainBackbone, FunctionBackbone, call_backbone
+from .oracle import ClaimTreesOracle
 
 
-__all__ = ["Backbone", "ChainBackbone", "FunctionBackbone", "call_backbone"]
+__all__ = ["Backbone", "ChainBackbone", "ClaimTreesOracle", "FunctionBackbone", "call_backbone"]

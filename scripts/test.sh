@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The README's test command: install (CPU torch first, so pip does not pull the CUDA build) and run the suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+python -m pip install -q "torch==2.13.0"
+python -m pip install -q -e ".[dev]"
+python -m pytest -q "$@"

@@ -14,8 +14,9 @@ trajectory still draws its own Bernoulli, so trajectories stay i.i.d. and the gu
 
 **Exact mode** propagates the distribution over distinct masks with exact weights (a mask of weight w splits into
 ``mask+[1]`` with ``w*q`` and ``mask+[0]`` with ``w*(1-q)``); ``tau_k = sum w*q``. At most ``max_masks`` masks are
-kept; the pruned probability mass D bounds the error: the true ``tau_k`` lies in ``[S, S + D]`` where S is the sum
-over kept masks, so we report the midpoint and the hard bound ``D / 2``. **Auto mode** runs exact and falls back to
+kept, and the lightest masks are dropped while their total weight stays within ``prune_mass``. The pruned
+probability mass D bounds the error: the true ``tau_k`` lies in ``[S, S + D]`` where S is the sum over kept masks,
+so we report the midpoint and the hard bound ``D / 2``. **Auto mode** runs exact and falls back to
 sampling (reusing every value already computed) for a chain whose bound would exceed eps.
 
 All distinct masks of one step, across every chain being scored, go to the backbone in ONE call (a "wave").
@@ -54,6 +55,10 @@ class AresConfig:
     mode: str = field(default="auto", metadata={"help": "'exact', 'sample', or 'auto' (exact, else sample)."})
     seed: int = field(default=0, metadata={"help": "Seed of the trajectory sampler (same seed, same scores)."})
     max_masks: int = field(default=64, metadata={"help": "Mask budget per chain and step in exact mode."})
+    prune_mass: float = field(
+        default=0.01,
+        metadata={"help": "Exact mode may drop masks of negligible weight up to this total mass (a hard error bound)."},
+    )
     threshold: float = field(default=0.5, metadata={"help": "A step is flagged unsound iff tau_k <= threshold."})
 
     def __post_init__(self) -> None:
@@ -69,6 +74,8 @@ class AresConfig:
             raise ValueError(f"AresConfig(mode={self.mode!r}) is not one of {_MODES}.")
         if not isinstance(self.max_masks, int) or self.max_masks < 1:
             raise ValueError(f"AresConfig(max_masks={self.max_masks!r}) must be a positive integer, e.g. 64.")
+        if not (0.0 <= float(self.prune_mass) < 1.0):
+            raise ValueError(f"AresConfig(prune_mass={self.prune_mass!r}) must lie in [0, 1), e.g. 0.01 (or 0.0).")
         if not (0.0 <= float(self.threshold) <= 1.0):
             raise ValueError(f"AresConfig(threshold={self.threshold!r}) must lie in [0, 1].")
 
@@ -124,7 +131,12 @@ class _Run:
             self._split(j, [float(p)] * len(self.masks))
 
     def _split(self, bit: int, q: list[float]) -> None:
-        """Each mask -> (mask with claim ``bit`` accepted, w*q) and (rejected, w*(1-q)); prune to the budget."""
+        """Each mask -> (mask with claim ``bit`` accepted, w*q) and (rejected, w*(1-q)); then prune.
+
+        Pruning drops the lightest masks while the total dropped mass stays within ``prune_mass`` (cheap: masks of
+        negligible weight cost a backbone call each), then keeps at most ``max_masks`` by weight. Every dropped
+        weight is added to ``self.dropped``, the hard error bound.
+        """
         masks, weights = [], []
         for mask, w, qi in zip(self.masks, self.weights, q):
             if w * qi > 0.0:
@@ -133,12 +145,13 @@ class _Run:
             if w * (1.0 - qi) > 0.0:
                 masks.append(mask)
                 weights.append(w * (1.0 - qi))
-        if len(masks) > self.config.max_masks:
-            order = sorted(range(len(masks)), key=lambda i: -weights[i])  # stable: ties keep insertion order
-            keep = order[: self.config.max_masks]
-            self.dropped += sum(weights[i] for i in order[self.config.max_masks :])
-            masks, weights = [masks[i] for i in keep], [weights[i] for i in keep]
-        self.masks, self.weights = masks, weights
+        order = sorted(range(len(masks)), key=lambda i: -weights[i])  # heaviest first; ties keep insertion order
+        keep = order[: self.config.max_masks]
+        self.dropped += sum(weights[i] for i in order[self.config.max_masks :])
+        while len(keep) > 1 and self.dropped + weights[keep[-1]] <= self.config.prune_mass:
+            self.dropped += weights[keep.pop()]
+        keep.sort()  # back to insertion order: deterministic and independent of float ties
+        self.masks, self.weights = [masks[i] for i in keep], [weights[i] for i in keep]
 
     # -- sample mode ------------------------------------------------------------------------------------------
     def start_sampling(self) -> None:

@@ -28,7 +28,7 @@ def test_exact_mode_equals_brute_force(seed):
     chain = random_chain(rng, n=rng.randint(0, 3), m=rng.randint(1, 4))
     priors = [rng.choice([1.0, 0.9, 0.6, 0.3]) for _ in range(chain.num_base)]
     backbone = HashBackbone(salt=str(seed))
-    config = AresConfig(mode="exact", prior=priors, max_masks=10_000)
+    config = AresConfig(mode="exact", prior=priors, max_masks=10_000, prune_mass=0.0)
     (scores,) = score_chains([chain], backbone, config=config)
     expected = brute_force_tau(chain, backbone, priors)
     assert scores.mode == "exact"
@@ -49,11 +49,23 @@ def test_exact_pruning_bound_contains_the_truth():
     assert max(scores.evaluations_per_step) <= 3
 
 
+def test_prune_mass_drops_negligible_masks_within_its_bound():
+    rng = random.Random(8)
+    chain = random_chain(rng, n=1, m=7)
+    backbone = HashBackbone(lo=0.97, hi=0.999, salt="confident")  # confident: most masks carry tiny weight
+    full = score_chains([chain], backbone, config=AresConfig(mode="exact", max_masks=10_000, prune_mass=0.0))[0]
+    cheap = score_chains([chain], backbone, config=AresConfig(mode="exact", max_masks=10_000, prune_mass=0.02))[0]
+    assert cheap.evaluations < full.evaluations
+    assert max(cheap.error_bounds) <= 0.01 + 1e-12  # half the dropped mass
+    for tau, bound, true in zip(cheap.step_scores, cheap.error_bounds, full.step_scores):
+        assert abs(tau - true) <= bound + 1e-12
+
+
 def test_sampling_within_eps_of_exact_for_most_seeds():
     rng = random.Random(3)
     chain = random_chain(rng, n=2, m=4)
     backbone = HashBackbone(salt="sampling")
-    exact = score_chains([chain], backbone, config=AresConfig(mode="exact", prior=0.9, max_masks=10_000))[0]
+    exact = score_chains([chain], backbone, config=AresConfig(mode="exact", prior=0.9, max_masks=10_000, prune_mass=0))[0]
     hits = 0
     for seed in range(200):
         sampled = score_chains([chain], backbone, config=AresConfig(mode="sample", prior=0.9, seed=seed))[0]
@@ -124,6 +136,7 @@ def test_auto_mode_falls_back_to_sampling_when_budget_too_small():
         ({"prior": [0.5, float("nan")]}, "prior"),
         ({"mode": "fast"}, "mode"),
         ({"max_masks": 0}, "max_masks"),
+        ({"prune_mass": 1.0}, "prune_mass"),
     ],
 )
 def test_config_errors_name_the_parameter(kwargs, word):

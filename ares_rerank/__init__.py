@@ -4,7 +4,7 @@ Data flow: chain text -> :class:`Chain` (claims) -> backbone (entailment probabi
 (:func:`score_chains`) -> per-step scores (:class:`ChainScores`) -> rerank / reward.
 """
 
-from .backbones import Backbone, ChainBackbone, ClaimTreesOracle, FunctionBackbone
+from .backbones import Backbone, ChainBackbone, ClaimTreesOracle, FunctionBackbone, SelectingBackbone, load_backbone
 from .chain import Chain, ChainScores, split_sentences, split_steps
 from .estimator import AresConfig, sample_size
 from .scoring import METHODS, score_chains
@@ -21,7 +21,9 @@ __all__ = [
     "ChainScores",
     "ClaimTreesOracle",
     "FunctionBackbone",
+    "SelectingBackbone",
     "__version__",
+    "load_backbone",
     "sample_size",
     "score_chains",
     "split_sentences",

@@ -1,0 +1,435 @@
+"""Shared machinery of the Hugging Face backbones: loading, device / dtype, window policy, cache, batching.
+
+Every backbone here follows one path per ``entailment_probs`` call:
+
+1. **premise selection** (a :mod:`~ares_rerank.backbones.selection` stage, default ``"all"``);
+2. **cache lookup** keyed by (selected premises, their roles, hypothesis): a pair seen before, in this call or an
+   earlier one, is never recomputed (LRU, ``cache_size`` entries);
+3. **rendering** into token ids under the **window policy**: the hypothesis is never cut; when the premises do not
+   fit the model's window, they are ranked by lexical relevance to the hypothesis
+   (:func:`~ares_rerank.backbones.selection.relevance_scores`) and kept most relevant first, in their original order,
+   and the drop is counted in :attr:`HFBackbone.stats`; a hypothesis that alone exceeds the window is an error;
+4. **length-sorted batches with dynamic padding** (each batch padded to its own longest item), one forward pass per
+   batch under ``torch.inference_mode``.
+
+Torch and transformers are imported inside the functions that need them, so ``import ares_rerank`` stays light.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Hashable, Sequence
+
+from .selection import PremiseSelector, apply_selector, fit_indices, get_selector
+
+
+__all__ = [
+    "CALIBRATION_FILE",
+    "HFBackbone",
+    "LRUCache",
+    "ScoringStats",
+    "encode_with_markers",
+    "load_model_and_tokenizer",
+    "read_calibration",
+    "select_device",
+    "select_dtype",
+]
+
+CALIBRATION_FILE = "ares_calibration.json"
+# Claims may not contain this private-use character: rendering uses it to mark where special tokens go.
+MARKER = "\ue000"
+
+
+@dataclass
+class ScoringStats:
+    """Counters of one backbone's work since creation (or :meth:`HFBackbone.reset_stats`).
+
+    Attributes:
+        forward_passes: Model forward calls (one per batch).
+        pairs_computed: (premises, hypothesis) items that went through the model.
+        cache_hits: Items answered from the cache (or by a duplicate in the same call).
+        pairs_windowed: Items whose premises did not fit the window, so the window policy dropped some.
+        premises_dropped: Premises dropped by the window policy, summed over items.
+    """
+
+    forward_passes: int = 0
+    pairs_computed: int = 0
+    cache_hits: int = 0
+    pairs_windowed: int = 0
+    premises_dropped: int = 0
+
+
+class LRUCache:
+    """A bounded mapping that forgets the least recently used entry first."""
+
+    def __init__(self, maxsize: int) -> None:
+        if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 0:
+            raise ValueError(f"cache_size={maxsize!r} must be a non-negative integer (0 disables the cache).")
+        self.maxsize = maxsize
+        self._data: OrderedDict[Hashable, Any] = OrderedDict()
+
+    def get(self, key: Hashable, default: Any = None) -> Any:
+        if key not in self._data:
+            return default
+        self._data.move_to_end(key)
+        return self._data[key]
+
+    def put(self, key: Hashable, value: Any) -> None:
+        if self.maxsize == 0:
+            return
+        self._data[key] = value
+        self._data.move_to_end(key)
+        while len(self._data) > self.maxsize:
+            self._data.popitem(last=False)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._data
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def clear(self) -> None:
+        self._data.clear()
+
+
+def select_device(device: Any = "auto") -> Any:
+    """``"auto"`` -> CUDA if available, else Apple MPS, else CPU; otherwise ``torch.device(device)``."""
+    import torch
+
+    if device is None or device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device={device!r} is not a torch device: use 'auto', 'cpu', 'cuda' or 'cuda:0'.") from err
+
+
+def select_dtype(dtype: Any, device: Any) -> Any:
+    """``"auto"`` -> bfloat16 on a CUDA device that supports it, else float32 (bf16 was slower on our CPU)."""
+    import torch
+
+    if dtype is None or dtype == "auto":
+        if device.type == "cuda" and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    named = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+             "float16": torch.float16, "fp16": torch.float16}
+    if dtype not in named:
+        raise ValueError(f"dtype={dtype!r} is not supported: use 'auto', 'float32', 'bfloat16', 'float16' or a torch.dtype.")
+    return named[dtype]
+
+
+def read_calibration(*folders: str | Path | None) -> dict[str, Any]:
+    """The first ``ares_calibration.json`` found in ``folders`` (``{}`` if none), checked: ``temperature > 0``."""
+    for folder in folders:
+        if folder is None or not (Path(folder) / CALIBRATION_FILE).is_file():
+            continue
+        path = Path(folder) / CALIBRATION_FILE
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path} is not valid JSON ({err}): expected e.g. {{\"temperature\": 1.3}}.") from err
+        temperature = data.get("temperature", 1.0) if isinstance(data, dict) else None
+        if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not temperature > 0:
+            raise ValueError(f"{path} has temperature={temperature!r}: it must be a positive number.")
+        return data
+    return {}
+
+
+def _adapter_base(path: Path, base_model: str | Path | None) -> str:
+    config = json.loads((path / "adapter_config.json").read_text())
+    base = base_model or config.get("base_model_name_or_path")
+    if not base:
+        raise ValueError(
+            f"{path} is a peft adapter without base_model_name_or_path: pass base_model=<path or hub id of the base>."
+        )
+    return str(base)
+
+
+def load_model_and_tokenizer(
+    name_or_path: str | Path,
+    auto_class: str,
+    *,
+    device: Any = "auto",
+    dtype: Any = "auto",
+    adapter: str | Path | None = None,
+    base_model: str | Path | None = None,
+    trust_remote_code: bool = False,
+    model_kwargs: dict[str, Any] | None = None,
+) -> tuple[Any, Any, dict[str, Any]]:
+    """Load a model with ``transformers.<auto_class>.from_pretrained`` (plus an optional peft adapter) and its tokenizer.
+
+    ``name_or_path`` may itself be a peft adapter folder (it has ``adapter_config.json``): the base model then comes
+    from ``base_model`` or the adapter's ``base_model_name_or_path``. With ``trust_remote_code=True`` a checkpoint
+    whose ``auto_map`` offers only ``AutoModel`` (e.g. Qwen2.5-Math-PRM) is loaded with ``AutoModel``.
+
+    Returns:
+        ``(model, tokenizer, calibration)``: the model in eval mode on the selected device, and the calibration dict
+        read from ``ares_calibration.json`` in the adapter folder, else the model folder (``{}`` if none).
+    """
+    import transformers
+
+    path = Path(name_or_path)
+    if path.is_dir() and (path / "adapter_config.json").is_file():
+        adapter, name_or_path = path, _adapter_base(path, base_model)
+    torch_device = select_device(device)
+    config = transformers.AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+    auto_map = getattr(config, "auto_map", None) or {}
+    cls_name = auto_class if not trust_remote_code or auto_class in auto_map or "AutoModel" not in auto_map else "AutoModel"
+    model = getattr(transformers, cls_name).from_pretrained(
+        name_or_path, dtype=select_dtype(dtype, torch_device), trust_remote_code=trust_remote_code, **(model_kwargs or {})
+    )
+    tokenizer_source = adapter if adapter is not None and (Path(adapter) / "tokenizer_config.json").is_file() else name_or_path
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_source, trust_remote_code=trust_remote_code)
+    if adapter is not None:
+        from peft import PeftModel  # optional dependency, only for adapters
+
+        model = PeftModel.from_pretrained(model, str(adapter))
+    model.to(torch_device).eval()
+    local = Path(name_or_path) if Path(name_or_path).is_dir() else None
+    return model, tokenizer, read_calibration(adapter, local)
+
+
+def encode_with_markers(tokenizer: Any, text: str, marker_ids: Sequence[int]) -> tuple[list[int], list[int]]:
+    """Tokenize ``text`` in which :data:`MARKER` stands for special tokens; return ids and the markers' positions.
+
+    The pieces between markers are tokenized separately (no special tokens added) and ``marker_ids[j]`` is placed
+    at marker j, so a tag is always exactly the looked-up token, never merged into its neighbours.
+    """
+    pieces = text.split(MARKER)
+    if len(pieces) - 1 != len(marker_ids):
+        raise ValueError(f"rendered text has {len(pieces) - 1} markers for {len(marker_ids)} marker ids.")
+    ids: list[int] = []
+    positions: list[int] = []
+    for j, piece in enumerate(pieces):
+        if piece:
+            ids.extend(tokenizer.encode(piece, add_special_tokens=False))
+        if j < len(marker_ids):
+            positions.append(len(ids))
+            ids.append(int(marker_ids[j]))
+    return ids, positions
+
+
+def single_token_id(tokenizer: Any, text: str, parameter: str) -> int:
+    """The id of ``text`` if the tokenizer encodes it as exactly one token; else a ValueError naming ``parameter``."""
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    if len(ids) != 1:
+        pieces = tokenizer.convert_ids_to_tokens(ids)
+        raise ValueError(
+            f"{parameter}={text!r} is not a single token of this tokenizer (it encodes to {pieces!r}): pass a string "
+            "the tokenizer has as one token, or add it with tokenizer.add_special_tokens(...) and resize the model."
+        )
+    return int(ids[0])
+
+
+def model_window(model: Any, tokenizer: Any, max_length: int | None) -> int:
+    """The longest input the model takes: ``max_length`` if given, else the smaller of the tokenizer's and config's."""
+    if max_length is not None:
+        if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 8:
+            raise ValueError(f"max_length={max_length!r} must be an integer >= 8 (tokens), or None for the model's.")
+        return max_length
+    limits = [getattr(tokenizer, "model_max_length", None)]
+    config = getattr(model, "config", None)
+    limits.append(getattr(config, "max_position_embeddings", None))
+    limits = [int(x) for x in limits if isinstance(x, int) and 0 < x < 1_000_000]
+    return min(limits) if limits else 2048
+
+
+class HFBackbone:
+    """Base of the Hugging Face backbones: selection, cache, window policy, batching. Subclasses render and score.
+
+    Subclasses implement ``_render(claims, roles, hypothesis, kept) -> item`` (a dict with ``input_ids``) and
+    ``_score_batch(items) -> list[float]`` (one forward pass).
+
+    Args:
+        model: A loaded transformers model (eval mode, on its device).
+        tokenizer: Its tokenizer.
+        batch_size: Items per forward pass.
+        max_length: The window in tokens (default: the model's).
+        premise_selection: ``"all"``, ``"relevant"``, ``"relevant:K"`` or a selector, applied before rendering.
+        cache_size: Entries of the LRU cache (0 disables it).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        batch_size: int = 16,
+        max_length: int | None = None,
+        premise_selection: str | PremiseSelector = "all",
+        cache_size: int = 100_000,
+    ) -> None:
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError(f"batch_size={batch_size!r} must be a positive integer, e.g. 16.")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.max_length = model_window(model, tokenizer, max_length)
+        self.selector = get_selector(premise_selection)
+        self.cache = LRUCache(cache_size)
+        self.stats = ScoringStats()
+        self._claim_lengths: dict[str, int] = {}
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.pad_id = int(pad) if pad is not None else 0
+
+    @property
+    def device(self) -> Any:
+        return next(self.model.parameters()).device
+
+    def reset_stats(self) -> None:
+        self.stats = ScoringStats()
+
+    # -- the protocol ---------------------------------------------------------------------------------------------
+    def entailment_probs(self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str]) -> list[float]:
+        """One probability per (premises[i], hypotheses[i]); see the module docstring for the steps taken."""
+        return self._probs(premises, hypotheses, [None] * len(hypotheses))
+
+    def _probs(
+        self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str], roles: Sequence[Sequence[str] | None]
+    ) -> list[float]:
+        if len(premises) != len(hypotheses):
+            raise ValueError(
+                f"entailment_probs got {len(premises)} premise lists for {len(hypotheses)} hypotheses: pass one "
+                "premise list per hypothesis."
+            )
+        keys, todo = [], {}
+        for claims, claim_roles, hypothesis in zip(premises, roles, hypotheses):
+            claims = [str(c) for c in claims]
+            kept = apply_selector(self.selector, claims, str(hypothesis))
+            key = (tuple(claims[i] for i in kept), None if claim_roles is None else tuple(claim_roles[i] for i in kept),
+                   str(hypothesis))
+            keys.append(key)
+            if key in self.cache or key in todo:
+                self.stats.cache_hits += 1
+            else:
+                todo[key] = None
+        fresh = self._compute(list(todo))
+        results = {key: self.cache.get(key) for key in keys if key not in fresh}
+        results.update(fresh)
+        for key, value in fresh.items():
+            self.cache.put(key, value)
+        return [float(results[key]) for key in keys]
+
+    def _compute(self, keys: list[tuple]) -> dict[tuple, float]:
+        items = [self._fit(list(claims), roles, hypothesis) for claims, roles, hypothesis in keys]
+        values = self._run(items)
+        return dict(zip(keys, values))
+
+    def _run(self, items: list[dict[str, Any]]) -> list[Any]:
+        """Score items in length-sorted batches; each batch is padded to its own longest item."""
+        import torch
+
+        order = sorted(range(len(items)), key=lambda i: len(items[i]["input_ids"]))
+        out: list[Any] = [None] * len(items)
+        with torch.inference_mode():
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start : start + self.batch_size]
+                values = self._score_batch([items[i] for i in chunk])
+                self.stats.forward_passes += 1
+                self.stats.pairs_computed += len(chunk)
+                for i, value in zip(chunk, values):
+                    out[i] = value
+        return out
+
+    def _pad(self, items: list[dict[str, Any]], keys: Sequence[str] = ("input_ids",)) -> dict[str, Any]:
+        """Right-pad ``keys`` of the items into tensors on the model's device, plus ``attention_mask``."""
+        import torch
+
+        width = max(len(item["input_ids"]) for item in items)
+        batch: dict[str, Any] = {}
+        for key in keys:
+            fill = self.pad_id if key == "input_ids" else 0
+            rows = [list(item[key]) + [fill] * (width - len(item[key])) for item in items]
+            batch[key] = torch.tensor(rows, dtype=torch.long, device=self.device)
+        mask = [[1] * len(item["input_ids"]) + [0] * (width - len(item["input_ids"])) for item in items]
+        batch["attention_mask"] = torch.tensor(mask, dtype=torch.long, device=self.device)
+        return batch
+
+    # -- the window policy ---------------------------------------------------------------------------------------
+    def _claim_length(self, claim: str) -> int:
+        if claim not in self._claim_lengths:
+            if len(self._claim_lengths) > 200_000:
+                self._claim_lengths.clear()
+            self._claim_lengths[claim] = len(self.tokenizer.encode(claim, add_special_tokens=False))
+        return self._claim_lengths[claim]
+
+    def _fit(
+        self, claims: list[str], roles: tuple | None, hypothesis: str, reserve: int = 0, render: Any = None
+    ) -> dict[str, Any]:
+        """Render with every claim if it fits ``max_length - reserve``; else keep the most relevant that fit.
+
+        ``render(claims, roles, hypothesis, kept)`` defaults to :meth:`_render`.
+        """
+        render = render or self._render
+        window = self.max_length - reserve
+        item = render(claims, roles, hypothesis, list(range(len(claims))))
+        if len(item["input_ids"]) <= window:
+            return item
+        bare = render(claims, roles, hypothesis, [])
+        if len(bare["input_ids"]) > window:
+            raise ValueError(
+                f"hypothesis {hypothesis[:80]!r} needs {len(bare['input_ids'])} tokens with no premises, more than the "
+                f"model's window of {window}: the hypothesis is never cut. Split the step into shorter steps, or use "
+                "a model with a longer window (or raise max_length if the model supports it)."
+            )
+        lengths = [self._claim_length(c) + 1 for c in claims]  # +1: the separator or tag after each claim
+        budget = window - len(bare["input_ids"])
+        while True:
+            kept = fit_indices(claims, hypothesis, lengths, budget)
+            item = render(claims, roles, hypothesis, kept)
+            if len(item["input_ids"]) <= window:
+                break
+            budget -= len(item["input_ids"]) - window  # the estimate was short (merges at joins): shrink and retry
+        self.stats.pairs_windowed += 1
+        self.stats.premises_dropped += len(claims) - len(kept)
+        return item
+
+    # -- for subclasses ------------------------------------------------------------------------------------------
+    def _render(self, claims: list[str], roles: tuple | None, hypothesis: str, kept: list[int]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _score_batch(self, items: list[dict[str, Any]]) -> list[Any]:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        name = getattr(getattr(self.model, "config", None), "_name_or_path", "") or type(self.model).__name__
+        return f"{type(self).__name__}({name!r})"
+
+
+def special_prefix(tokenizer: Any) -> list[int]:
+    """The ids the tokenizer puts before a single text on its own (e.g. Llama's BOS; none for Qwen or GPT-2)."""
+    plain = tokenizer.encode("a", add_special_tokens=False)
+    full = tokenizer.encode("a")
+    for start in range(len(full) - len(plain) + 1):
+        if full[start : start + len(plain)] == plain:
+            return full[:start]
+    return []
+
+
+def clean_claim(text: str, forbidden: Sequence[str]) -> str:
+    """Replace each forbidden string (a step tag, the marker) in a claim with a space, so it cannot fake a tag."""
+    for bad in forbidden:
+        if bad:
+            text = text.replace(bad, " ")
+    return text
+
+
+def softmax_pick(logits: Any, index: int, temperature: float = 1.0) -> list[float]:
+    """Probability of class ``index`` per row of ``logits`` (rows, classes); a single logit is a sigmoid."""
+    import torch
+
+    logits = logits.float() / temperature
+    if logits.shape[-1] == 1:
+        return torch.sigmoid(logits[:, 0]).tolist()
+    return torch.softmax(logits, dim=-1)[:, index].tolist()
+

@@ -1,0 +1,247 @@
+"""A causal LM as an entailment judge (ARES_SPEC section 3), and the LLM-Judge whole-chain baseline.
+
+**Yes/No mode** (default): a prompt with the context (included claims, newline-joined) and the hypothesis asks for
+Yes or No; score = ``P(Yes) / (P(Yes) + P(No))`` from the next-token logits of one forward pass (no sampling).
+**Likert mode**: the paper's 7-point scale (Very Likely 1.0 ... Very Unlikely 0.0) by constrained scoring: each label
+is scored as a continuation of the prompt (sum of its token log-probabilities), the scores are normalised over the
+seven labels, and the result is the expected value of the mapped numbers. Both modes are one mechanism: answer
+options with values, ``score = sum_i P(option_i) * value_i`` with ``P`` normalised over the options. When every
+option is a single token this is one pass over the prompt; otherwise one pass per (prompt, option).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from .hf import HFBackbone, load_model_and_tokenizer, special_prefix
+
+
+__all__ = ["JUDGE_PROMPT", "LIKERT_OPTIONS", "LLMJudge", "parse_step_ratings"]
+
+JUDGE_PROMPT = (
+    "Context:\n{context}\n\nHypothesis:\n{hypothesis}\n\n"
+    "Does the context entail the hypothesis? Answer Yes or No."
+)
+LIKERT_PROMPT = (
+    "Context:\n{context}\n\nHypothesis:\n{hypothesis}\n\n"
+    "How likely is it that the context entails the hypothesis? Answer with one of: {labels}."
+)
+CHAIN_PROMPT = (
+    "Context:\n{context}\n\nReasoning steps:\n{steps}\n\n"
+    "For every step, rate how likely it is entailed by the context and the steps before it. Answer with one line per "
+    "step, 'Step <number>: <rating>', the rating one of: {labels}."
+)
+LIKERT_OPTIONS: dict[str, float] = {
+    "Very Likely": 1.0,
+    "Likely": 0.8,
+    "Somewhat Likely": 0.6,
+    "Neutral": 0.5,
+    "Somewhat Unlikely": 0.4,
+    "Unlikely": 0.2,
+    "Very Unlikely": 0.0,
+}
+NO_CONTEXT = "(none)"
+
+
+def parse_step_ratings(text: str, num_steps: int, options: dict[str, float] | None = None) -> list[float | None]:
+    """Read ``Step <i>: <rating>`` lines from a judge's answer; ``None`` for a step it did not rate.
+
+    Ratings are the Likert labels (case-insensitive, the longest matching label wins, so "Very Unlikely" is not read
+    as "Unlikely") or Yes / No (1.0 / 0.0). Steps are matched by their number, never by position, so a skipped or
+    extra line cannot shift the others; numbers outside ``1..num_steps`` are ignored; the first rating of a step wins.
+    """
+    options = {**(options or LIKERT_OPTIONS), "Yes": 1.0, "No": 0.0}
+    labels = sorted(options, key=len, reverse=True)
+    pattern = re.compile(
+        r"step\s*(\d+)\s*[:.)\-]?\s*\**\s*(" + "|".join(re.escape(label) for label in labels) + r")\b", re.IGNORECASE
+    )
+    lookup = {label.lower(): value for label, value in options.items()}
+    ratings: list[float | None] = [None] * num_steps
+    for match in pattern.finditer(text):
+        i = int(match.group(1)) - 1
+        if 0 <= i < num_steps and ratings[i] is None:
+            ratings[i] = lookup[match.group(2).lower()]
+    return ratings
+
+
+class LLMJudge(HFBackbone):
+    """A causal LM answering "does the context entail the hypothesis?" as an ARES backbone.
+
+    Args:
+        model: A loaded causal LM.
+        tokenizer: Its tokenizer. With a chat template, the prompt is a user turn (after an optional system turn)
+            followed by the generation prompt; without one, plain text ending in ``"\\nAnswer:"``.
+        mode: ``"yes-no"`` or ``"likert"``.
+        answer_tokens: ``(yes, no)`` strings for yes-no mode; default ``("Yes", "No")`` after a chat template,
+            ``(" Yes", " No")`` after plain text. Multi-token answers are scored as sequences.
+        likert_options: Label -> value for likert mode (default: the paper's 7 points).
+        prompt: Template with ``{context}`` and ``{hypothesis}`` (and ``{labels}`` in likert mode).
+        system_prompt: Optional system turn (chat template only).
+        missing_rating: For :meth:`chain_step_probs`: the value of a step the judge did not rate (default 0.5, "no
+            information"); ``None`` raises a ValueError instead.
+        max_new_tokens: Generation budget of :meth:`chain_step_probs` (default: 12 per step + 16).
+        **kwargs: ``batch_size``, ``max_length``, ``premise_selection``, ``cache_size``.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        mode: str = "yes-no",
+        answer_tokens: tuple[str, str] | None = None,
+        likert_options: dict[str, float] | None = None,
+        prompt: str | None = None,
+        system_prompt: str | None = None,
+        use_chat_template: bool | None = None,
+        missing_rating: float | None = 0.5,
+        max_new_tokens: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(model, tokenizer, **kwargs)
+        if mode not in ("yes-no", "likert"):
+            raise ValueError(f"mode={mode!r} is not supported: use 'yes-no' or 'likert'.")
+        has_template = bool(getattr(tokenizer, "chat_template", None))
+        if use_chat_template and not has_template:
+            raise ValueError("use_chat_template=True but the tokenizer has no chat_template: pass use_chat_template=None.")
+        self.chat = has_template and use_chat_template is not False
+        self.mode = mode
+        self.system_prompt = system_prompt
+        self.likert_options = dict(likert_options or LIKERT_OPTIONS)
+        if mode == "likert":
+            self.prompt = prompt or LIKERT_PROMPT
+            options = self.likert_options
+        else:
+            self.prompt = prompt or JUDGE_PROMPT
+            space = "" if self.chat else " "
+            yes, no = answer_tokens or (space + "Yes", space + "No")
+            options = {yes: 1.0, no: 0.0}
+        self.options = self._encode_options(options)
+        if missing_rating is not None and not (isinstance(missing_rating, (int, float)) and 0 <= missing_rating <= 1):
+            raise ValueError(f"missing_rating={missing_rating!r} must be a number in [0, 1] (e.g. 0.5) or None (raise).")
+        self.missing_rating = missing_rating
+        self.max_new_tokens = max_new_tokens
+        self.last_ratings: list[float | None] = []
+
+    def _encode_options(self, options: dict[str, float]) -> list[tuple[list[int], float]]:
+        if len(options) < 2:
+            raise ValueError(f"the judge needs at least two answer options, got {list(options)}.")
+        encoded = []
+        for text, value in options.items():
+            if not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+                raise ValueError(f"answer option {text!r} has value {value!r}: values must lie in [0, 1].")
+            ids = self.tokenizer.encode(text, add_special_tokens=False)
+            if not ids:
+                raise ValueError(f"answer option {text!r} encodes to no tokens: pass a non-empty answer string.")
+            encoded.append((ids, float(value)))
+        if len({tuple(ids) for ids, _ in encoded}) < len(encoded):
+            raise ValueError(f"answer options {list(options)} tokenize identically: pass distinguishable answers.")
+        return encoded
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | Path, *, device: Any = "auto", dtype: Any = "auto",
+                        adapter: str | Path | None = None, base_model: str | Path | None = None,
+                        trust_remote_code: bool = False, model_kwargs: dict[str, Any] | None = None,
+                        **kwargs: Any) -> LLMJudge:
+        """Load with ``AutoModelForCausalLM`` (optionally with a peft adapter); ``kwargs`` go to the constructor."""
+        model, tokenizer, _ = load_model_and_tokenizer(
+            name_or_path, "AutoModelForCausalLM", device=device, dtype=dtype, adapter=adapter,
+            base_model=base_model, trust_remote_code=trust_remote_code, model_kwargs=model_kwargs,
+        )
+        return cls(model, tokenizer, **kwargs)
+
+    # -- rendering ---------------------------------------------------------------------------------------------------
+    def _prompt_ids(self, user_text: str) -> list[int]:
+        if not self.chat:
+            return special_prefix(self.tokenizer) + self.tokenizer.encode(user_text + "\nAnswer:", add_special_tokens=False)
+        messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        messages.append({"role": "user", "content": user_text})
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+    def render(self, premises: Sequence[str], hypothesis: str) -> str:
+        """The user text for one (premises, hypothesis) pair, before any chat template."""
+        context = "\n".join(premises) or NO_CONTEXT
+        return self.prompt.format(context=context, hypothesis=hypothesis, labels=", ".join(self.likert_options))
+
+    def _render(self, claims: list[str], roles: tuple | None, hypothesis: str, kept: list[int]) -> dict[str, Any]:
+        return {"input_ids": self._prompt_ids(self.render([claims[i] for i in kept], hypothesis))}
+
+    def _compute(self, keys: list[tuple]) -> dict[tuple, float]:
+        reserve = max(len(ids) for ids, _ in self.options)  # room for the longest answer
+        items = [self._fit(list(claims), roles, hypothesis, reserve=reserve) for claims, roles, hypothesis in keys]
+        if all(len(ids) == 1 for ids, _ in self.options):
+            return dict(zip(keys, self._run(items)))
+        # Multi-token options: one sequence per (item, option); log P(option | prompt) summed over its tokens.
+        sequences = [{"input_ids": item["input_ids"] + ids, "answer": len(ids)} for item in items for ids, _ in self.options]
+        logps = self._run(sequences)
+        k = len(self.options)
+        return {key: self._expected(logps[i * k : (i + 1) * k]) for i, key in enumerate(keys)}
+
+    def _expected(self, logps: Sequence[float]) -> float:
+        top = max(logps)
+        weights = [math.exp(lp - top) for lp in logps]
+        return sum(w * value for w, (_, value) in zip(weights, self.options)) / sum(weights)
+
+    def _score_batch(self, items: list[dict[str, Any]]) -> list[float]:
+        import torch
+
+        batch = self._pad(items)
+        logits = self.model(**batch).logits.float()  # (batch, seq, vocab)
+        logp = torch.log_softmax(logits, dim=-1)
+        lengths = batch["attention_mask"].sum(dim=1)  # right padding: real tokens come first
+        out = []
+        for b, item in enumerate(items):
+            n = int(lengths[b])
+            if "answer" in item:  # a (prompt + option) sequence: sum log P of the option's tokens
+                a = item["answer"]
+                targets = batch["input_ids"][b, n - a : n]
+                out.append(float(logp[b, n - a - 1 : n - 1].gather(-1, targets[:, None]).sum()))
+            else:  # the prompt alone: next-token distribution over the single-token options
+                out.append(self._expected([float(logp[b, n - 1, ids[0]]) for ids, _ in self.options]))
+        return out
+
+    # -- LLM-Judge whole-chain baseline ------------------------------------------------------------------------------
+    def chain_step_probs(self, base_claims: Sequence[str], steps: Sequence[str]) -> list[float]:
+        """LLM-Judge: one greedy generation rating every step; ratings parsed by step number.
+
+        A step the answer does not rate gets ``missing_rating`` (0.5 by default; ``None`` -> ValueError); the number
+        of unrated steps of the last call is in ``self.last_ratings`` (``None`` entries). Extra or out-of-range lines
+        are ignored. Base claims that do not fit the window are dropped least relevant first; steps are never cut.
+        """
+        import torch
+
+        key = ("judge-chain", tuple(base_claims), tuple(steps))
+        cached = self.cache.get(key)
+        if cached is not None:
+            self.stats.cache_hits += 1
+            return list(cached)
+        budget = self.max_new_tokens or 12 * len(steps) + 16
+        numbered = "\n".join(f"Step {i + 1}: {s}" for i, s in enumerate(steps))
+        labels = ", ".join(self.likert_options)
+
+        def render_chain(claims: list[str], roles: Any, hypothesis: str, kept: list[int]) -> dict[str, Any]:
+            context = "\n".join(claims[i] for i in kept) or NO_CONTEXT
+            return {"input_ids": self._prompt_ids(CHAIN_PROMPT.format(context=context, steps=numbered, labels=labels))}
+
+        item = self._fit([str(c) for c in base_claims], None, numbered, reserve=budget, render=render_chain)
+        ids = torch.tensor([item["input_ids"]], device=self.device)
+        with torch.inference_mode():
+            generated = self.model.generate(
+                input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=budget, do_sample=False,
+                pad_token_id=self.pad_id,
+            )
+        self.stats.forward_passes += 1
+        answer = self.tokenizer.decode(generated[0, ids.shape[1] :], skip_special_tokens=True)
+        self.last_ratings = parse_step_ratings(answer, len(steps), self.likert_options)
+        missing = [i + 1 for i, r in enumerate(self.last_ratings) if r is None]
+        if missing and self.missing_rating is None:
+            raise ValueError(
+                f"the judge rated {len(steps) - len(missing)} of {len(steps)} steps (missing: {missing}) in "
+                f"{answer[:200]!r}: set missing_rating=0.5 to score unrated steps as neutral, or raise max_new_tokens."
+            )
+        values = [self.missing_rating if r is None else r for r in self.last_ratings]
+        self.cache.put(key, tuple(values))
+        return [float(v) for v in values]

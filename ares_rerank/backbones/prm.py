@@ -1,0 +1,284 @@
+"""Process reward models as ARES backbones, with the premise mask applied (ARES_SPEC section 3).
+
+Two shapes of PRM:
+
+- :class:`StepTagPRM`: a token classifier with 2 labels (Qwen2.5-Math-PRM, TRL-style PRMs). Score = softmax
+  probability of the positive class at the last step tag.
+- :class:`CausalPRM`: a Math-Shepherd-style causal LM. Score = ``P(good) / (P(good) + P(bad))`` from the
+  next-token logits at the last step tag (``'+'`` / ``'-'`` by default).
+
+Rendering (:func:`render_prm_text`): with a chat template, a system turn (configurable), a user turn with the
+included base claims (joined by newlines), and an assistant turn with the included earlier steps, each followed by
+the step tag, then the judged step and its tag. Without a chat template: the base claims joined by newlines, a
+newline, then the steps each followed by the tag and ``step_separator``. Excluded claims are absent from the input:
+two masks that differ in any claim render different inputs (the research code rendered one prompt for every mask).
+
+**Which premises are base claims?** The backbone protocol passes one flat list of included claims. Roles come from,
+in order: the ``num_base`` argument of :meth:`entailment_probs` (the first ``num_base[i]`` premises of pair i are
+base claims); the steps registered with :meth:`register_chains` (a premise equal to a registered step goes to the
+assistant turn); otherwise every premise goes to the user turn. Each is a fixed function of its inputs, so ARES's
+guarantee holds in all three; only the layout of the prompt differs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from .hf import (
+    MARKER,
+    HFBackbone,
+    clean_claim,
+    encode_with_markers,
+    load_model_and_tokenizer,
+    single_token_id,
+    special_prefix,
+)
+from .selection import PremiseSelector
+
+
+__all__ = ["QWEN_PRM_SYSTEM_PROMPT", "CausalPRM", "StepTagPRM", "render_prm_text"]
+
+QWEN_PRM_SYSTEM_PROMPT = "Please reason step by step, and put your final answer within \\boxed{}."
+BASE, STEP = "base", "step"
+
+
+def render_prm_text(
+    base_claims: Sequence[str],
+    steps: Sequence[str],
+    step_tag: str,
+    tokenizer: Any = None,
+    system_prompt: str | None = QWEN_PRM_SYSTEM_PROMPT,
+    step_separator: str = "",
+    use_chat_template: bool | None = None,
+) -> str:
+    """The PRM input text: base claims as the question, each step followed by ``step_tag``.
+
+    Args:
+        base_claims: Included base claims (user turn), in order.
+        steps: Included earlier steps then the judged step (assistant turn), in order.
+        step_tag: The tag after every step (e.g. ``"<extra_0>"``). Occurrences inside claims become spaces (except a
+            whitespace tag such as ``"\\n"``: scores are read at the rendered tag positions, never by searching).
+        tokenizer: Supplies the chat template; ``None`` renders plain text.
+        system_prompt: The system turn (chat template only); ``None`` or ``""`` leaves it out.
+        step_separator: Text after each tag except the last.
+        use_chat_template: ``None`` = use it when the tokenizer has one.
+
+    Returns:
+        The text a served PRM (or :func:`~ares_rerank.backbones.hf.encode_with_markers`) tokenizes.
+    """
+    forbidden = [MARKER] + ([step_tag] if step_tag.strip() else [])  # a whitespace tag stays in claims
+    question = "\n".join(clean_claim(c, forbidden) for c in base_claims)
+    tagged = [clean_claim(s, forbidden) + step_tag for s in steps]
+    answer = step_separator.join(tagged)
+    chat = getattr(tokenizer, "chat_template", None) if use_chat_template is not False else None
+    if use_chat_template and not chat:
+        raise ValueError("use_chat_template=True but the tokenizer has no chat_template: pass use_chat_template=None.")
+    if not chat:
+        return f"{question}\n{answer}" if question else answer
+    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    messages += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
+
+
+class _PRMBase(HFBackbone):
+    """Rendering, roles and the whole-chain pass shared by the two PRM shapes."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        step_tag: str,
+        system_prompt: str | None = QWEN_PRM_SYSTEM_PROMPT,
+        step_separator: str = "",
+        use_chat_template: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(model, tokenizer, **kwargs)
+        if not isinstance(step_tag, str) or not step_tag:
+            raise ValueError(f"step_tag={step_tag!r} must be a non-empty string, e.g. '<extra_0>'.")
+        self.step_tag = step_tag
+        self.tag_id = single_token_id(tokenizer, step_tag, "step_tag")
+        self.system_prompt = system_prompt
+        self.step_separator = step_separator
+        self.use_chat_template = use_chat_template
+        self.known_steps: set[str] = set()
+        has_template = bool(getattr(tokenizer, "chat_template", None))
+        if use_chat_template and not has_template:
+            raise ValueError("use_chat_template=True but the tokenizer has no chat_template: pass use_chat_template=None.")
+        self._chat = has_template and use_chat_template is not False
+
+    def register_chains(self, chains: Sequence[Any]) -> None:
+        """Remember the steps of ``chains`` so premises equal to one of them are rendered as earlier steps.
+
+        Call before ``score_chains(chains, prm)``; without it (and without ``num_base``) every premise goes to the
+        user turn. Registration only adds; :meth:`clear_chains` forgets. Cached values are kept per role layout.
+        """
+        for chain in chains:
+            self.known_steps.update(chain.steps)
+
+    def clear_chains(self) -> None:
+        self.known_steps.clear()
+
+    def render(self, base_claims: Sequence[str], steps: Sequence[str]) -> str:
+        """The text this PRM scores for these base claims and steps (the last step is the judged one)."""
+        return render_prm_text(base_claims, steps, self.step_tag, self.tokenizer, self.system_prompt,
+                               self.step_separator, self.use_chat_template)
+
+    def _encode(self, base_claims: Sequence[str], steps: Sequence[str]) -> dict[str, Any]:
+        """Token ids with the tag id at the recorded ``tags`` positions (one per step, the last = judged step)."""
+        # A claim containing the tag string would add a tag of its own: replace it (a whitespace tag such as "\n"
+        # is left in place: scores are read at the recorded positions, never by searching for the tag id).
+        forbidden = [] if not self.step_tag.strip() else [self.step_tag]
+        base_claims = [clean_claim(c, forbidden) for c in base_claims]
+        steps = [clean_claim(s, forbidden) for s in steps]
+        text = render_prm_text(base_claims, steps, MARKER, self.tokenizer, self.system_prompt, self.step_separator,
+                               self.use_chat_template)
+        ids, tags = encode_with_markers(self.tokenizer, text, [self.tag_id] * len(steps))
+        if not self._chat:
+            prefix = special_prefix(self.tokenizer)  # plain text starts as the tokenizer itself would start it
+            ids, tags = prefix + ids, [t + len(prefix) for t in tags]
+        return {"input_ids": ids, "tags": tags}
+
+    def entailment_probs(
+        self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str], num_base: Sequence[int] | None = None
+    ) -> list[float]:
+        """Score of each hypothesis as the next step after its included premises (see the module docstring).
+
+        Args:
+            premises: Included claims per pair, in chain order (base claims first).
+            hypotheses: The judged steps.
+            num_base: Optional: how many of ``premises[i]`` are base claims.
+        """
+        if num_base is not None and len(num_base) != len(premises):
+            raise ValueError(f"num_base has {len(num_base)} entries for {len(premises)} premise lists: give one each.")
+        roles = []
+        for i, claims in enumerate(premises):
+            if num_base is not None:
+                n = int(num_base[i])
+                if not 0 <= n <= len(claims):
+                    raise ValueError(f"num_base[{i}]={n} is outside 0..{len(claims)} (the premise list's length).")
+                roles.append([BASE] * n + [STEP] * (len(claims) - n))
+            else:
+                roles.append([STEP if c in self.known_steps else BASE for c in claims])
+        return self._probs(premises, hypotheses, roles)
+
+    def _render(self, claims: list[str], roles: tuple | None, hypothesis: str, kept: list[int]) -> dict[str, Any]:
+        roles = roles or (BASE,) * len(claims)
+        base = [claims[i] for i in kept if roles[i] == BASE]
+        steps = [claims[i] for i in kept if roles[i] == STEP] + [hypothesis]
+        return self._encode(base, steps)
+
+    def chain_step_probs(self, base_claims: Sequence[str], steps: Sequence[str]) -> list[float]:
+        """PRM whole-chain baseline: one pass over base claims + all steps, the score at every step's tag.
+
+        If the chain does not fit the window, base claims are dropped least relevant to the steps first (counted in
+        ``stats``); the steps are never cut (a ValueError if they alone do not fit).
+        """
+        key = ("chain", tuple(base_claims), tuple(steps))
+        cached = self.cache.get(key)
+        if cached is not None:
+            self.stats.cache_hits += 1
+            return list(cached)
+        steps = [str(s) for s in steps]
+
+        def render_chain(claims: list[str], roles: Any, hypothesis: str, kept: list[int]) -> dict[str, Any]:
+            return self._encode([claims[i] for i in kept], steps)
+
+        item = self._fit([str(c) for c in base_claims], None, " ".join(steps), render=render_chain)
+        values = self._run([{**item, "all_tags": True}])[0]
+        self.cache.put(key, tuple(values))
+        return list(values)
+
+    def _tag_rows(self, items: list[dict[str, Any]]) -> list[list[int]]:
+        return [item["tags"] if item.get("all_tags") else item["tags"][-1:] for item in items]
+
+    def _score_batch(self, items: list[dict[str, Any]]) -> list[Any]:
+        probs = self._tag_probs(items)  # one list of per-tag probabilities per item
+        return [p if item.get("all_tags") else p[-1] for p, item in zip(probs, items)]
+
+    def _tag_probs(self, items: list[dict[str, Any]]) -> list[list[float]]:
+        raise NotImplementedError
+
+
+class StepTagPRM(_PRMBase):
+    """A token-classification PRM: positive-class probability at the last step tag.
+
+    Args:
+        model: A loaded token classifier (2 logits per token), or a remote-code PRM returning such logits.
+        tokenizer: Its tokenizer; must have ``step_tag`` as a single token.
+        step_tag: The tag after every step; its id is looked up from the tokenizer. Qwen: ``"<extra_0>"``; TRL-style
+            PRMs trained with ``step_separator="\\n"``: ``"\\n"``.
+        positive_index: The class meaning "this step is correct" (Qwen and TRL: 1).
+        system_prompt, step_separator, use_chat_template: See :func:`render_prm_text`.
+        **kwargs: ``batch_size``, ``max_length``, ``premise_selection``, ``cache_size``.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, step_tag: str = "<extra_0>", positive_index: int = 1,
+                 **kwargs: Any) -> None:
+        super().__init__(model, tokenizer, step_tag, **kwargs)
+        self.positive_index = positive_index
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | Path, *, device: Any = "auto", dtype: Any = "auto",
+                        adapter: str | Path | None = None, base_model: str | Path | None = None,
+                        trust_remote_code: bool = False, model_kwargs: dict[str, Any] | None = None,
+                        **kwargs: Any) -> StepTagPRM:
+        """Load with ``AutoModelForTokenClassification`` (``AutoModel`` for remote-code PRMs such as Qwen's, which
+        need ``trust_remote_code=True``: opt-in, it runs the checkpoint's own Python code)."""
+        model, tokenizer, _ = load_model_and_tokenizer(
+            name_or_path, "AutoModelForTokenClassification", device=device, dtype=dtype, adapter=adapter,
+            base_model=base_model, trust_remote_code=trust_remote_code, model_kwargs=model_kwargs,
+        )
+        return cls(model, tokenizer, **kwargs)
+
+    def _tag_probs(self, items: list[dict[str, Any]]) -> list[list[float]]:
+        import torch
+
+        out = self.model(**self._pad(items))
+        logits = out.logits if hasattr(out, "logits") else out[0]  # (batch, seq, 2)
+        probs = torch.softmax(logits.float(), dim=-1)[..., self.positive_index]  # (batch, seq)
+        return [probs[b, tags].tolist() for b, tags in enumerate(self._tag_rows(items))]
+
+
+class CausalPRM(_PRMBase):
+    """A Math-Shepherd-style causal PRM: ``P(good) / (P(good) + P(bad))`` at the last step tag.
+
+    Args:
+        model: A causal LM trained to predict ``good_token`` / ``bad_token`` after each step tag.
+        tokenizer: Its tokenizer; ``step_tag``, ``good_token`` and ``bad_token`` must each be a single token.
+        step_tag: Math-Shepherd's ``"ки"`` by default.
+        good_token, bad_token: The two answers compared at the tag.
+        system_prompt: Used only with a chat template (default: none).
+        **kwargs: ``step_separator`` (default ``"\\n"``), ``use_chat_template``, ``batch_size``, ``max_length``,
+            ``premise_selection``, ``cache_size``.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, step_tag: str = "ки", good_token: str = "+",
+                 bad_token: str = "-", system_prompt: str | None = None, step_separator: str = "\n",
+                 **kwargs: Any) -> None:
+        super().__init__(model, tokenizer, step_tag, system_prompt=system_prompt, step_separator=step_separator,
+                         **kwargs)
+        self.good_id = single_token_id(tokenizer, good_token, "good_token")
+        self.bad_id = single_token_id(tokenizer, bad_token, "bad_token")
+        if self.good_id == self.bad_id:
+            raise ValueError(f"good_token={good_token!r} and bad_token={bad_token!r} are the same token.")
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | Path, *, device: Any = "auto", dtype: Any = "auto",
+                        adapter: str | Path | None = None, base_model: str | Path | None = None,
+                        trust_remote_code: bool = False, model_kwargs: dict[str, Any] | None = None,
+                        **kwargs: Any) -> CausalPRM:
+        """Load with ``AutoModelForCausalLM`` (optionally a peft adapter)."""
+        model, tokenizer, _ = load_model_and_tokenizer(
+            name_or_path, "AutoModelForCausalLM", device=device, dtype=dtype, adapter=adapter,
+            base_model=base_model, trust_remote_code=trust_remote_code, model_kwargs=model_kwargs,
+        )
+        return cls(model, tokenizer, **kwargs)
+
+    def _tag_probs(self, items: list[dict[str, Any]]) -> list[list[float]]:
+        import torch
+
+        logits = self.model(**self._pad(items)).logits  # (batch, seq, vocab): next-token logits
+        pair = torch.softmax(logits[..., [self.good_id, self.bad_id]].float(), dim=-1)[..., 0]  # (batch, seq)
+        return [pair[b, tags].tolist() for b, tags in enumerate(self._tag_rows(items))]

@@ -1,0 +1,283 @@
+"""Premise selection: which of the included claims a backbone actually reads when it judges a hypothesis.
+
+A stage of its own, between the ARES mask and the backbone: ``selector(claims, hypothesis) -> indices`` picks a
+subset of the included claims, kept in their original order.
+
+- ``all``: every included claim.
+- ``relevant``: only the claims that share a distinctive token with the hypothesis (a state name such as ``D8``,
+  a number, a variable; an ingredient word when there are no symbols), ranked by IDF-weighted overlap, optionally
+  capped at ``top_k``.
+- ``fit``: every claim, most relevant first, until a token budget is full (the window policy of the Hugging Face
+  backbones uses the same ranking, see :func:`fit_indices`).
+
+Relevance is lexical (:func:`relevance_scores`): symbols (``D8``, ``AZ``, ``3x``, ``x``, numbers) when the
+hypothesis has any, content words otherwise; a token counts only when it is distinctive (in at most
+``max(3, n/4)`` of the n claims), weighted ``log(1 + n / df)``. No model, no randomness.
+
+Why it is safe for ARES: every selector is a deterministic function of (included claims, hypothesis), so the
+backbone composed with it is again a fixed function ``E'(premises, hypothesis)`` and the estimator's guarantee holds
+for ``E'`` unchanged. Two masks whose selected sets coincide render the same input, so they hit the backbone's
+cache and cost one evaluation. Why it matters: on ClaimTrees a MiniLM head learned nothing from raw premises and
+0.989 pair accuracy once premises were cut to the claims sharing a symbol with the step (FINDINGS.md).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from typing import Callable, Protocol, Sequence, runtime_checkable
+
+from .base import Backbone, call_backbone
+
+
+__all__ = [
+    "AllPremises",
+    "FitPremises",
+    "PremiseSelector",
+    "RelevantPremises",
+    "SelectingBackbone",
+    "fit_indices",
+    "get_selector",
+    "relevance_scores",
+]
+
+_TOKEN = re.compile(r"[A-Za-z0-9_]+")
+_STOP_WORDS = frozenset(
+    "a an and are as at be been but by can could did do does for from had has have he her his i if in into is it its "
+    "me my no not now of on or our she so such than that the their them then there these they this to was we were "
+    "what when where which while who will with would you your".split()
+)
+
+
+def _is_symbol(token: str) -> bool:
+    """A name rather than a word: has a digit (``D8``, ``3x``, ``42``), two capitals (``AZ``), or is one letter."""
+    return (
+        any(c.isdigit() for c in token)
+        or sum(c.isupper() for c in token) >= 2
+        or (len(token) == 1 and token.lower() not in ("a", "i"))
+    )
+
+
+def _tokens(text: str, symbols_only: bool) -> set[str]:
+    out = set()
+    for token in _TOKEN.findall(text):
+        if _is_symbol(token):
+            out.add(token.lower())
+        elif not symbols_only and token.lower() not in _STOP_WORDS:
+            out.add(token.lower())
+    return out
+
+
+def relevance_scores(claims: Sequence[str], hypothesis: str) -> list[float]:
+    """IDF-weighted overlap of each claim's distinctive tokens with the hypothesis (0 = shares nothing distinctive).
+
+    Tokens are symbols (a digit, two capitals or a single letter: ``D8``, ``AZ``, ``3x``, ``x``) and words (the
+    rest, minus stop words), lower-cased. When the hypothesis contains a symbol, only symbols count (so template
+    words never make a claim relevant); otherwise words do. A token is distinctive when it occurs in at most
+    ``max(3, n / 4)`` of the n claims.
+
+    Args:
+        claims: The candidate premises.
+        hypothesis: The claim being judged.
+
+    Returns:
+        One non-negative score per claim, ``sum log(1 + n / df)`` over shared distinctive tokens; a function of
+        ``(claims, hypothesis)`` only.
+    """
+    symbols_only = any(_is_symbol(t) for t in _TOKEN.findall(hypothesis))
+    token_sets = [_tokens(c, symbols_only) for c in claims]
+    hyp = _tokens(hypothesis, symbols_only)
+    n = len(claims)
+    df = Counter(t for ts in token_sets for t in ts)
+    limit = max(3.0, n / 4.0)
+    return [sum(math.log(1.0 + n / df[t]) for t in ts & hyp if df[t] <= limit) for ts in token_sets]
+
+
+def _ranked(claims: Sequence[str], hypothesis: str) -> list[int]:
+    """Claim indices, most relevant first; ties keep the original order."""
+    scores = relevance_scores(claims, hypothesis)
+    return sorted(range(len(claims)), key=lambda i: (-scores[i], i))
+
+
+def fit_indices(
+    claims: Sequence[str], hypothesis: str, lengths: Sequence[int], budget: int
+) -> list[int]:
+    """Keep claims most relevant first while their summed ``lengths`` stay within ``budget``; original order.
+
+    A claim that does not fit is skipped and smaller, less relevant ones may still fill the space.
+
+    Args:
+        claims: The candidate premises.
+        hypothesis: The claim being judged (used only to rank).
+        lengths: The cost of each claim (e.g. its token count), same length as ``claims``.
+        budget: The total cost allowed.
+
+    Returns:
+        The kept indices, ascending.
+    """
+    if len(lengths) != len(claims):
+        raise ValueError(f"fit_indices got {len(lengths)} lengths for {len(claims)} claims: pass one per claim.")
+    kept, used = [], 0
+    for i in _ranked(claims, hypothesis):
+        if used + lengths[i] <= budget:
+            kept.append(i)
+            used += lengths[i]
+    return sorted(kept)
+
+
+@runtime_checkable
+class PremiseSelector(Protocol):
+    """``selector(claims, hypothesis) -> ascending indices of the claims to keep``; must be deterministic."""
+
+    def __call__(self, claims: Sequence[str], hypothesis: str) -> list[int]: ...
+
+
+class AllPremises:
+    """Keep every included claim (the identity selection)."""
+
+    name = "all"
+
+    def __call__(self, claims: Sequence[str], hypothesis: str) -> list[int]:
+        return list(range(len(claims)))
+
+    def __repr__(self) -> str:
+        return "AllPremises()"
+
+
+class RelevantPremises:
+    """Keep the claims that share a distinctive token with the hypothesis, at most ``top_k`` of them.
+
+    Args:
+        top_k: Keep at most this many (the highest-scoring; ties by position). ``None`` keeps every relevant claim.
+    """
+
+    name = "relevant"
+
+    def __init__(self, top_k: int | None = None) -> None:
+        if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
+            raise ValueError(f"RelevantPremises(top_k={top_k!r}) must be a positive integer or None (no cap).")
+        self.top_k = top_k
+
+    def __call__(self, claims: Sequence[str], hypothesis: str) -> list[int]:
+        scores = relevance_scores(claims, hypothesis)
+        order = [i for i in sorted(range(len(claims)), key=lambda i: (-scores[i], i)) if scores[i] > 0]
+        return sorted(order[: self.top_k] if self.top_k is not None else order)
+
+    def __repr__(self) -> str:
+        return f"RelevantPremises(top_k={self.top_k})"
+
+
+class FitPremises:
+    """Keep claims most relevant first until ``max_tokens`` is used up (original order kept).
+
+    Args:
+        max_tokens: Budget for the premises, in units of ``count_tokens``.
+        count_tokens: Cost of one claim; default: its number of whitespace-separated words. Pass a tokenizer's
+            length, e.g. ``lambda s: len(tok.encode(s, add_special_tokens=False))``, to budget in model tokens.
+
+    The Hugging Face backbones apply this policy themselves with their own tokenizer and window, so with them
+    ``"fit"`` and ``"all"`` coincide; this class is for other backbones (e.g. a :class:`FunctionBackbone` around an
+    API with a context limit).
+    """
+
+    name = "fit"
+
+    def __init__(self, max_tokens: int, count_tokens: Callable[[str], int] | None = None) -> None:
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 0:
+            raise ValueError(f"FitPremises(max_tokens={max_tokens!r}) must be a non-negative integer, e.g. 400.")
+        if count_tokens is not None and not callable(count_tokens):
+            raise TypeError(f"FitPremises(count_tokens=...) must be callable, got {type(count_tokens).__name__}.")
+        self.max_tokens = max_tokens
+        self.count_tokens = count_tokens or (lambda s: len(s.split()))
+
+    def __call__(self, claims: Sequence[str], hypothesis: str) -> list[int]:
+        return fit_indices(claims, hypothesis, [self.count_tokens(c) for c in claims], self.max_tokens)
+
+    def __repr__(self) -> str:
+        return f"FitPremises(max_tokens={self.max_tokens})"
+
+
+def get_selector(spec: str | PremiseSelector | None) -> PremiseSelector:
+    """Turn ``"all"``, ``"relevant"``, ``"relevant:K"`` (top-k), a selector or a callable into a selector.
+
+    ``"fit"`` needs a budget: pass ``FitPremises(max_tokens)`` (or, with a Hugging Face backbone, ``"all"``: its
+    window policy already fills the window most relevant first).
+    """
+    if spec is None or spec == "all":
+        return AllPremises()
+    if isinstance(spec, str):
+        if spec == "relevant":
+            return RelevantPremises()
+        if spec.startswith("relevant:") and spec[9:].isdigit() and int(spec[9:]) > 0:
+            return RelevantPremises(top_k=int(spec[9:]))
+        if spec == "fit":
+            raise ValueError(
+                "premise_selection='fit' needs a token budget: pass FitPremises(max_tokens=...) (with a Hugging Face "
+                "backbone use 'all': its window policy fills the window most relevant first)."
+            )
+        raise ValueError(
+            f"premise_selection={spec!r} is unknown: use 'all', 'relevant', 'relevant:K' (top K), "
+            "FitPremises(max_tokens) or a callable (claims, hypothesis) -> indices."
+        )
+    if callable(spec):
+        return spec
+    raise TypeError(f"premise_selection must be a string or a callable selector, got {type(spec).__name__}.")
+
+
+def apply_selector(selector: PremiseSelector, claims: Sequence[str], hypothesis: str) -> list[int]:
+    """Call ``selector`` and check it returned ascending, distinct, in-range indices."""
+    kept = [int(i) for i in selector(claims, hypothesis)]
+    if kept != sorted(set(kept)) or (kept and (kept[0] < 0 or kept[-1] >= len(claims))):
+        raise ValueError(
+            f"premise selector {selector!r} returned {kept!r} for {len(claims)} claims: return ascending, distinct "
+            "indices into the claims (selection must keep the original order)."
+        )
+    return kept
+
+
+class SelectingBackbone:
+    """Wrap any backbone so it sees only the selected premises: ``E'(P, h) = E(select(P, h), h)``.
+
+    Deterministic selection keeps ARES's guarantee (``E'`` is a fixed function). Other attributes, including
+    ``chain_step_probs`` for whole-chain baselines (which see the full chain, unselected), are forwarded.
+
+    Args:
+        backbone: Any object with ``entailment_probs``.
+        selector: ``"all"``, ``"relevant"``, ``"relevant:K"``, a :class:`FitPremises` or a callable selector.
+
+    Example:
+        >>> from ares_rerank import FunctionBackbone
+        >>> seen = FunctionBackbone(lambda P, H: [len(p) / 10 for p in P])
+        >>> SelectingBackbone(seen, "relevant").entailment_probs([["x is 3", "the sky is blue"]], ["x + 1 is 4"])
+        [0.1]
+    """
+
+    def __init__(self, backbone: Backbone, selector: str | PremiseSelector = "relevant") -> None:
+        if not hasattr(backbone, "entailment_probs"):
+            raise TypeError(
+                f"SelectingBackbone(backbone={backbone!r}) has no entailment_probs method: wrap a function with "
+                "FunctionBackbone(fn) or load a model with ares_rerank.load_backbone(...)."
+            )
+        self.backbone = backbone
+        self.selector = get_selector(selector)
+
+    def entailment_probs(self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str]) -> list[float]:
+        if len(premises) != len(hypotheses):
+            raise ValueError(
+                f"SelectingBackbone.entailment_probs got {len(premises)} premise lists for {len(hypotheses)} "
+                "hypotheses: pass one premise list per hypothesis."
+            )
+        selected = []
+        for claims, hypothesis in zip(premises, hypotheses):
+            claims = list(claims)
+            selected.append([claims[i] for i in apply_selector(self.selector, claims, hypothesis)])
+        return call_backbone(self.backbone, selected, list(hypotheses)).tolist()
+
+    def __getattr__(self, name: str):
+        if name == "backbone":  # not yet set (e.g. during unpickling): avoid infinite recursion
+            raise AttributeError(name)
+        return getattr(self.backbone, name)
+
+    def __repr__(self) -> str:
+        return f"SelectingBackbone({self.backbone!r}, {self.selector!r})"

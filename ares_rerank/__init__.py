@@ -4,18 +4,28 @@ Data flow: chain text -> :class:`Chain` (claims) -> backbone (entailment probabi
 (:func:`score_chains`) -> per-step scores (:class:`ChainScores`) -> rerank / reward.
 """
 
+from .aggregate import AGGREGATES, aggregate_scores
 from .backbones import Backbone, ChainBackbone, ClaimTreesOracle, FunctionBackbone, SelectingBackbone, load_backbone
 from .chain import Chain, ChainScores, split_sentences, split_steps
 from .estimator import AresConfig, sample_size
+from .filters import AresFilter, filter_completions
+from .generation import BestOfN, best_of_n
+from .rerank import AresReranker
+from .rewards import AresReward
 from .scoring import METHODS, score_chains
 
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AGGREGATES",
     "METHODS",
     "AresConfig",
+    "AresFilter",
+    "AresReranker",
+    "AresReward",
     "Backbone",
+    "BestOfN",
     "Chain",
     "ChainBackbone",
     "ChainScores",
@@ -23,6 +33,9 @@ __all__ = [
     "FunctionBackbone",
     "SelectingBackbone",
     "__version__",
+    "aggregate_scores",
+    "best_of_n",
+    "filter_completions",
     "load_backbone",
     "sample_size",
     "score_chains",

@@ -1,0 +1,108 @@
+"""Per-step scores -> one chain score, for reranking, rewards and filters.
+
+Data flow: :class:`~ares_rerank.chain.ChainScores` (``tau_k`` per step) -> an aggregate -> one float per chain.
+
+- ``final``: the last step's score. Under ARES a step is scored on the accepted earlier claims only, so an
+  unsupported step anywhere drags every step that depends on it down: the final step reflects the whole chain.
+- ``mean``: the step average ("step avg" in the paper's best-of-2 table).
+- ``min``: the weakest step.
+- ``product``: the product of step scores (the chance every step holds if they were independent; harsh on long
+  chains).
+
+Any callable ``fn(step_scores: list[float]) -> float`` works too.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence, Union
+
+
+__all__ = ["AGGREGATES", "Aggregate", "aggregate_name", "aggregate_scores", "get_aggregate"]
+
+Aggregate = Union[str, Callable[[Sequence[float]], float]]
+
+
+def _final(scores: Sequence[float]) -> float:
+    return float(scores[-1])
+
+
+def _mean(scores: Sequence[float]) -> float:
+    return float(sum(scores) / len(scores))
+
+
+def _min(scores: Sequence[float]) -> float:
+    return float(min(scores))
+
+
+def _product(scores: Sequence[float]) -> float:
+    return float(math.prod(scores))
+
+
+AGGREGATES: dict[str, Callable[[Sequence[float]], float]] = {
+    "final": _final,
+    "mean": _mean,
+    "min": _min,
+    "product": _product,
+}
+
+
+def get_aggregate(aggregate: Aggregate) -> Callable[[Sequence[float]], float]:
+    """Resolve an aggregate name (a key of :data:`AGGREGATES`) or a callable to a callable.
+
+    Raises:
+        ValueError: An unknown name.
+        TypeError: Neither a string nor a callable.
+    """
+    if isinstance(aggregate, str):
+        if aggregate not in AGGREGATES:
+            raise ValueError(
+                f"aggregate={aggregate!r} is unknown: use one of {sorted(AGGREGATES)} or pass a callable "
+                "fn(step_scores: list[float]) -> float."
+            )
+        return AGGREGATES[aggregate]
+    if callable(aggregate):
+        return aggregate
+    raise TypeError(
+        f"aggregate must be a name ({sorted(AGGREGATES)}) or a callable fn(step_scores) -> float, "
+        f"got {type(aggregate).__name__}."
+    )
+
+
+def aggregate_name(aggregate: Aggregate) -> str:
+    """A short name for logs and metric keys: the registry key, or the callable's ``__name__``."""
+    if isinstance(aggregate, str):
+        return aggregate
+    return getattr(aggregate, "__name__", type(aggregate).__name__)
+
+
+def aggregate_scores(step_scores: Sequence[float], aggregate: Aggregate = "final") -> float:
+    """One chain score from per-step scores.
+
+    Args:
+        step_scores: ``tau_k`` per step (at least one).
+        aggregate: A name from :data:`AGGREGATES` or a callable ``fn(step_scores) -> float``.
+
+    Returns:
+        The chain score as a float.
+
+    Raises:
+        ValueError: No step scores, or the aggregate returned a non-finite value.
+    """
+    fn = get_aggregate(aggregate)
+    scores = [float(s) for s in step_scores]
+    if not scores:
+        raise ValueError("aggregate_scores(step_scores=[]) has nothing to aggregate: a chain has at least one step.")
+    value = fn(scores)
+    try:
+        value = float(value)
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"aggregate {aggregate_name(aggregate)!r} returned {value!r}; it must return one float per chain."
+        ) from err
+    if not math.isfinite(value):
+        raise ValueError(
+            f"aggregate {aggregate_name(aggregate)!r} returned {value!r} for step scores {scores}: return a finite "
+            "float."
+        )
+    return value

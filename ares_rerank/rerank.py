@@ -1,0 +1,379 @@
+"""Rerank N candidate completions of a prompt by their ARES chain score: ``score`` / ``rank`` / ``select``.
+
+Data flow: prompt + completion -> :class:`~ares_rerank.chain.Chain` (prompt -> base claims, completion -> steps)
+-> :func:`~ares_rerank.scoring.score_chains` (ARES or a baseline; every candidate of every prompt in ONE estimator
+call, so one backbone call per step wave) -> per-step scores -> an aggregate (:mod:`ares_rerank.aggregate`) -> one
+score per candidate -> sorted records, like sentence-transformers' ``CrossEncoder.predict`` / ``rank``.
+
+Prompts and completions may be strings or conversations (lists of ``{"role", "content"}`` messages, TRL's
+conversational format): the contents of the ``prompt_roles`` messages become the prompt text, the contents of the
+assistant messages the completion text.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+from .aggregate import Aggregate, aggregate_scores, get_aggregate
+from .backbones.base import Backbone
+from .chain import Chain, ChainScores, split_prompt, split_steps
+from .estimator import AresConfig
+from .scoring import METHODS, score_chains
+
+
+__all__ = ["AresReranker", "message_text", "rank_records", "resolve_backbone"]
+
+logger = logging.getLogger(__name__)
+
+_ON_ERROR = ("raise", "none")
+
+
+def _load_backbone(spec: str, **kwargs: Any) -> Backbone:
+    """Load a backbone by name or path (imported here: loading pulls in transformers)."""
+    from .backbones.loading import load_backbone
+
+    return load_backbone(spec, **kwargs)
+
+
+def resolve_backbone(backbone: Backbone | str, **load_kwargs: Any) -> Backbone:
+    """Return ``backbone`` itself, or load it when it is a name / path (``"default"``, a checkpoint directory, ...).
+
+    Args:
+        backbone: A backbone object, or a spec for ``ares_rerank.load_backbone``.
+        **load_kwargs: Passed to ``load_backbone`` for a spec (e.g. ``kind="nli"``).
+    """
+    if isinstance(backbone, str):
+        return _load_backbone(backbone, **load_kwargs)
+    if not hasattr(backbone, "entailment_probs"):
+        raise TypeError(
+            f"backbone={backbone!r} has no entailment_probs(premises, hypotheses) method: pass a backbone object, "
+            "a name or path for ares_rerank.load_backbone (e.g. 'default'), or wrap a function with FunctionBackbone."
+        )
+    return backbone
+
+
+def message_text(value: Any, roles: Sequence[str], what: str = "value") -> str:
+    """The text of a string, or of a conversation (list of ``{"role", "content"}`` messages).
+
+    Args:
+        value: A string, or a list of messages whose ``content`` is a string or a list of ``{"type": "text",
+            "text": ...}`` parts (other parts, e.g. images, are skipped).
+        roles: Messages with these roles contribute their content, joined by a blank line.
+        what: Name used in error messages.
+
+    Returns:
+        The text (possibly empty).
+
+    Raises:
+        TypeError: ``value`` is neither a string nor a list of message dicts, or a message has non-text content.
+    """
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, (list, tuple)) or not all(isinstance(m, dict) for m in value):
+        raise TypeError(
+            f"{what} is {type(value).__name__}: pass a string or a list of {{'role', 'content'}} messages."
+        )
+    parts = []
+    for message in value:
+        if message.get("role") not in roles:
+            continue
+        content = message.get("content")
+        if isinstance(content, list):  # multimodal content parts: keep the text ones
+            content = "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+        if not isinstance(content, str):
+            raise TypeError(f"{what} has a {message.get('role')!r} message whose content is {type(content).__name__}.")
+        parts.append(content)
+    return "\n\n".join(parts)
+
+
+def _certificate(scores: ChainScores) -> dict[str, Any]:
+    return {
+        "method": scores.method,
+        "mode": scores.mode,
+        "eps": scores.eps,
+        "delta": scores.delta,
+        "num_samples": scores.num_samples,
+        "error_bounds": scores.error_bounds,
+        "evaluations": scores.evaluations,
+    }
+
+
+class AresReranker:
+    """Score, rank and select candidate reasoning chains with ARES (or a baseline) on any backbone.
+
+    Args:
+        backbone: An object with ``entailment_probs(premises, hypotheses)``, or a name / path for
+            ``ares_rerank.load_backbone`` (``"default"``, a checkpoint directory, ...).
+        config: ARES estimator settings (``AresConfig()`` when ``None``); ignored by baselines.
+        method: ``"ares"`` or a baseline of :data:`~ares_rerank.scoring.METHODS` (``"entail-prev"``, ...), so the
+            same data can be scored both ways. Underscores are accepted for dashes.
+        step_separator: Splits a completion into steps: a literal string, ``"re:<regex>"``, or ``None`` for
+            sentences.
+        prompt_split: How the prompt becomes base claims: ``"none"`` (one claim), ``"sentences"`` or ``"lines"``.
+        aggregate: Default chain score: ``"final"``, ``"mean"``, ``"min"``, ``"product"`` or a callable.
+        prompt_roles: For conversational prompts, the roles whose messages form the prompt text.
+        completion_roles: For conversational completions, the roles whose messages form the completion text.
+
+    Example:
+        >>> from ares_rerank import FunctionBackbone
+        >>> overlap = FunctionBackbone(lambda P, H: [float(h.split()[-1] in " ".join(p)) for p, h in zip(P, H)])
+        >>> reranker = AresReranker(overlap, prompt_split="lines")
+        >>> [r["index"] for r in reranker.rank("a\\nb", ["so b", "so c"])]
+        [0, 1]
+    """
+
+    def __init__(
+        self,
+        backbone: Backbone | str,
+        config: AresConfig | None = None,
+        method: str = "ares",
+        step_separator: str | None = "\n\n",
+        prompt_split: str = "none",
+        aggregate: Aggregate = "final",
+        prompt_roles: Sequence[str] = ("user",),
+        completion_roles: Sequence[str] = ("assistant",),
+    ) -> None:
+        if config is not None and not isinstance(config, AresConfig):
+            raise TypeError(f"AresReranker(config=...) must be an AresConfig or None, got {type(config).__name__}.")
+        method = method.replace("_", "-") if isinstance(method, str) else method
+        if method not in METHODS:
+            raise ValueError(f"AresReranker(method={method!r}) is unknown: use one of {list(METHODS)}.")
+        split_prompt("x", prompt_split)  # validates prompt_split now, not on the first call
+        split_steps("x", step_separator)  # validates step_separator
+        get_aggregate(aggregate)
+        self.backbone = resolve_backbone(backbone)
+        self.config = config or AresConfig()
+        self.method = method
+        self.step_separator = step_separator
+        self.prompt_split = prompt_split
+        self.aggregate = aggregate
+        self.prompt_roles = tuple(prompt_roles)
+        self.completion_roles = tuple(completion_roles)
+
+    def __repr__(self) -> str:
+        return (
+            f"AresReranker(backbone={self.backbone!r}, method={self.method!r}, aggregate={self.aggregate!r}, "
+            f"step_separator={self.step_separator!r}, prompt_split={self.prompt_split!r})"
+        )
+
+    # -- building chains ----------------------------------------------------------------------------------------
+    def to_chain(self, prompt: Any, completion: Any) -> Chain | None:
+        """The chain for one (prompt, completion) pair; ``None`` when the completion has no step (empty/blank).
+
+        Raises:
+            TypeError: The prompt or completion is neither a string nor a list of messages.
+        """
+        prompt_text = message_text(prompt, self.prompt_roles, "prompt")
+        completion_text = message_text(completion, self.completion_roles, "completion")
+        steps = split_steps(completion_text, self.step_separator)
+        if not steps:
+            return None
+        return Chain(split_prompt(prompt_text, self.prompt_split), steps)
+
+    # -- scoring ------------------------------------------------------------------------------------------------
+    def score_pairs(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        aggregate: Aggregate | None = None,
+        on_error: str = "raise",
+    ) -> list[dict[str, Any]]:
+        """Score aligned (prompt, completion) pairs; all chains go through the estimator together.
+
+        Args:
+            prompts: One prompt per completion (strings or message lists).
+            completions: The completions (strings or message lists).
+            aggregate: Chain score for this call (default: the reranker's).
+            on_error: ``"raise"`` propagates bad input types and backbone errors; ``"none"`` turns them into a
+                record with ``score=None`` and the message in ``"error"`` (used by rewards: nothing escapes).
+
+        Returns:
+            One record per pair, in order: ``index``, ``text`` (the completion as given), ``steps``,
+            ``step_scores`` (tau per step), ``score`` (the aggregate; ``None`` when the completion has no step or
+            could not be scored), ``first_error`` (first step with tau <= threshold, -1 if none), ``certificate``
+            (method, mode, eps, delta, num_samples, error_bounds, evaluations) and ``error``.
+        """
+        if on_error not in _ON_ERROR:
+            raise ValueError(f"on_error={on_error!r} is not supported: use 'raise' or 'none'.")
+        if isinstance(completions, str) or isinstance(prompts, str):
+            raise TypeError("score_pairs(prompts, completions) takes two lists, got a string; wrap it in a list.")
+        if len(prompts) != len(completions):
+            raise ValueError(
+                f"score_pairs got {len(prompts)} prompts for {len(completions)} completions: pass one prompt per "
+                "completion (repeat a prompt for each of its candidates)."
+            )
+        aggregate = self.aggregate if aggregate is None else aggregate
+        get_aggregate(aggregate)
+        records = [_empty_record(i, c) for i, c in enumerate(completions)]
+        chains, owners = [], []
+        for record, prompt, completion in zip(records, prompts, completions):
+            try:
+                chain = self.to_chain(prompt, completion)
+            except TypeError as err:
+                if on_error == "raise":
+                    raise
+                record["error"] = str(err)
+                continue
+            if chain is None:
+                record["error"] = "no steps: the completion is empty or blank"
+                continue
+            record["steps"] = list(chain.steps)
+            chains.append(chain)
+            owners.append(record)
+        for record, result in zip(owners, self._score_chains(chains, on_error)):
+            self._fill(record, result, aggregate, on_error)
+        return records
+
+    def _score_chains(self, chains: list[Chain], on_error: str) -> list[ChainScores | Exception]:
+        """One estimator call for all chains; with ``on_error="none"``, a failure is retried chain by chain."""
+        try:
+            return list(score_chains(chains, self.backbone, self.method, self.config))
+        except Exception as err:  # noqa: BLE001 -- isolated below, or re-raised
+            if on_error == "raise":
+                raise
+            logger.warning("Scoring %d chains together failed (%r); retrying one chain at a time.", len(chains), err)
+        out: list[ChainScores | Exception] = []
+        for chain in chains:
+            try:
+                out.append(score_chains([chain], self.backbone, self.method, self.config)[0])
+            except Exception as err:  # noqa: BLE001 -- reported in the record, never raised (on_error="none")
+                out.append(err)
+        return out
+
+    def _fill(self, record: dict[str, Any], result: ChainScores | Exception, aggregate: Aggregate, on_error: str):
+        if isinstance(result, Exception):
+            record["error"] = f"{type(result).__name__}: {result}"
+            return
+        try:
+            record["score"] = aggregate_scores(result.step_scores, aggregate)
+        except (TypeError, ValueError) as err:
+            if on_error == "raise":
+                raise
+            record["error"] = str(err)
+        record["step_scores"] = [float(s) for s in result.step_scores]
+        record["first_error"] = result.first_error(self.config.threshold)
+        record["certificate"] = _certificate(result)
+
+    def score_batch(
+        self, prompts: Sequence[Any], completions: Sequence[Sequence[Any]], aggregate: Aggregate | None = None
+    ) -> list[list[dict[str, Any]]]:
+        """Score the candidates of many prompts in one estimator call.
+
+        Args:
+            prompts: P prompts.
+            completions: P lists of candidates (``completions[i]`` belong to ``prompts[i]``).
+            aggregate: Chain score for this call (default: the reranker's).
+
+        Returns:
+            P lists of records (see :meth:`score_pairs`); ``index`` is the candidate's position in its list.
+        """
+        if isinstance(prompts, str):
+            raise TypeError("score_batch(prompts=...) got a string: pass a list of prompts (or use score()).")
+        if len(prompts) != len(completions):
+            raise ValueError(f"score_batch got {len(prompts)} prompts but {len(completions)} candidate lists.")
+        flat_prompts, flat_completions, sizes = [], [], []
+        for i, (prompt, candidates) in enumerate(zip(prompts, completions)):
+            if isinstance(candidates, str) or not isinstance(candidates, Sequence):
+                raise TypeError(
+                    f"completions[{i}] is {type(candidates).__name__}: pass a list of candidate completions per prompt."
+                )
+            flat_prompts += [prompt] * len(candidates)
+            flat_completions += list(candidates)
+            sizes.append(len(candidates))
+        flat = self.score_pairs(flat_prompts, flat_completions, aggregate=aggregate)
+        out, start = [], 0
+        for size in sizes:
+            group = flat[start : start + size]
+            for j, record in enumerate(group):
+                record["index"] = j
+            out.append(group)
+            start += size
+        return out
+
+    def score(self, prompt: Any, completions: Sequence[Any], aggregate: Aggregate | None = None) -> list[dict]:
+        """Score the candidates of one prompt: one record per candidate, in input order (see :meth:`score_pairs`)."""
+        return self.score_batch([prompt], [completions], aggregate=aggregate)[0]
+
+    # -- ranking ------------------------------------------------------------------------------------------------
+    def rank_batch(
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Sequence[Any]],
+        top_k: int | None = None,
+        aggregate: Aggregate | None = None,
+        return_documents: bool = True,
+    ) -> list[list[dict[str, Any]]]:
+        """:meth:`rank` for many prompts, scored in one estimator call."""
+        if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
+            raise ValueError(f"top_k={top_k!r} must be a positive int or None (all candidates).")
+        out = []
+        for records in self.score_batch(prompts, completions, aggregate=aggregate):
+            ranked = rank_records(records)[:top_k]
+            out.append([_rank_record(r, return_documents) for r in ranked])
+        return out
+
+    def rank(
+        self,
+        prompt: Any,
+        completions: Sequence[Any],
+        top_k: int | None = None,
+        aggregate: Aggregate | None = None,
+        return_documents: bool = True,
+    ) -> list[dict[str, Any]]:
+        """Candidates sorted best first, as ``{"index", "score", "text"}`` records (CrossEncoder.rank's shape).
+
+        Ties keep input order (the lower index first); candidates with no score (no steps) come last with
+        ``score=None``.
+
+        Args:
+            prompt: The prompt (string or messages).
+            completions: The candidates.
+            top_k: Keep only the best k (default: all).
+            aggregate: Chain score for this call (default: the reranker's).
+            return_documents: Include ``"text"`` (the candidate as given).
+        """
+        return self.rank_batch([prompt], [completions], top_k, aggregate, return_documents)[0]
+
+    def select_batch(
+        self, prompts: Sequence[Any], completions: Sequence[Sequence[Any]], aggregate: Aggregate | None = None
+    ) -> list[dict[str, Any]]:
+        """:meth:`select` for many prompts, scored in one estimator call."""
+        for i, candidates in enumerate(completions):
+            if len(candidates) == 0:
+                raise ValueError(f"select: completions[{i}] is empty; there is nothing to select from.")
+        return [ranked[0] for ranked in self.rank_batch(prompts, completions, top_k=1, aggregate=aggregate)]
+
+    def select(self, prompt: Any, completions: Sequence[Any], aggregate: Aggregate | None = None) -> dict[str, Any]:
+        """The best candidate as an ``{"index", "score", "text"}`` record (ties: the lower index)."""
+        return self.select_batch([prompt], [completions], aggregate=aggregate)[0]
+
+
+def _empty_record(index: int, completion: Any) -> dict[str, Any]:
+    return {
+        "index": index,
+        "text": completion,
+        "steps": [],
+        "step_scores": [],
+        "score": None,
+        "first_error": None,
+        "certificate": None,
+        "error": None,
+    }
+
+
+def _rank_key(record: dict[str, Any]) -> tuple[bool, float, int]:
+    score = record["score"]
+    return (score is None, -score if score is not None else 0.0, record["index"])
+
+
+def rank_records(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Score records sorted best first: higher ``score`` first, ties by lower ``index``, ``score=None`` last."""
+    return sorted(records, key=_rank_key)
+
+
+def _rank_record(record: dict[str, Any], return_documents: bool) -> dict[str, Any]:
+    out = {"index": record["index"], "score": record["score"]}
+    if return_documents:
+        out["text"] = record["text"]
+    return out

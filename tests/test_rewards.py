@@ -1,0 +1,179 @@
+"""AresReward: TRL's reward contract, the documented value of every robustness case, logging through TRL's
+callbacks, pickling, and the lazy default ``ares_reward`` (importing loads nothing; the first call loads)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ares_rerank import ClaimTreesOracle, FunctionBackbone
+from ares_rerank import rerank as rerank_module
+from ares_rerank import rewards
+from ares_rerank.rerank import AresReranker
+from ares_rerank.rewards import BACKBONE_ENV, AresReward, ares_reward, configure_default, default_reranker
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def last_word_entailed(premises: list[list[str]], hypotheses: list[str]) -> list[float]:
+    """Module-level (picklable): 1.0 iff the hypothesis' last word occurs in the premises."""
+    return [float(h.split()[-1] in " ".join(p).split()) for p, h in zip(premises, hypotheses)]
+
+
+def soft_overlap(premises: list[list[str]], hypotheses: list[str]) -> list[float]:
+    """Module-level (picklable): the share of the hypothesis' words found in the premises, in [0.1, 0.9]."""
+    out = []
+    for p, h in zip(premises, hypotheses):
+        words, known = h.split(), set(" ".join(p).split())
+        out.append(0.1 + 0.8 * sum(w in known for w in words) / len(words))
+    return out
+
+
+@pytest.fixture(autouse=True)
+def reset_default():
+    configure_default()
+    yield
+    configure_default()
+
+
+@pytest.fixture
+def reward() -> AresReward:
+    return AresReward(AresReranker(FunctionBackbone(last_word_entailed), prompt_split="lines"))
+
+
+def test_trl_signature_name_and_values(reward):
+    assert reward.__name__ == "ares_final"
+    values = reward(prompts=["a\nb", "a\nb"], completions=["so b\n\nthen a", "so c"], completion_ids=[[1], [2]],
+                    trainer_state=object(), extra_column=["x", "y"])
+    assert values == [1.0, 0.0]
+    mean = AresReward(reward.reranker, aggregate="mean")
+    assert mean.__name__ == "ares_mean"
+    assert mean(["a\nb"], ["so b\n\nso c"]) == [0.5]
+    baseline = AresReward(AresReranker(reward.reranker.backbone, method="entail-prev"), name="prev")
+    assert baseline.__name__ == "prev"
+    assert AresReward(AresReranker(reward.reranker.backbone, method="entail-prev")).__name__ == "entail_prev_final"
+
+
+def test_robustness_cases_documented_values(reward):
+    long_step = " ".join(["word"] * 4999 + ["b"])  # one 5,000-word step
+    conversational = [{"role": "assistant", "content": "so b\n\nso a"}]
+    cases = {
+        "empty": ("", None),
+        "whitespace only": (" \n\n\t \n", None),
+        "no step separator (one step)": ("so b and a so a", 1.0),
+        "5,000-word step": (long_step, 1.0),
+        "non-string int": (42, None),
+        "non-string None": (None, None),
+        "conversational": (conversational, 1.0),
+        "conversational, non-text content": ([{"role": "assistant", "content": 7}], None),
+        "conversational, no assistant turn": ([{"role": "user", "content": "so b"}], None),
+        "standard": ("so c", 0.0),
+    }
+    completions = [c for c, _ in cases.values()]
+    values = reward(prompts=["a\nb"] * len(completions), completions=completions)
+    assert dict(zip(cases, values)) == {name: expected for name, (_, expected) in cases.items()}
+    # Conversational prompts and standard prompts mixed in one call, too.
+    mixed_prompts = [[{"role": "user", "content": "a\nb"}], "a\nb", 3.5]
+    assert reward(prompts=mixed_prompts, completions=["so b", conversational, "so b"]) == [1.0, 1.0, None]
+
+
+def test_unscorable_value_and_on_error_raise():
+    reranker = AresReranker(FunctionBackbone(last_word_entailed), prompt_split="lines")
+    penalize = AresReward(reranker, unscorable_value=0.0)
+    assert penalize(["a"], [""]) == [0.0]
+    assert penalize(["a"], [None]) == [0.0]
+    strict = AresReward(reranker, on_error="raise")
+    with pytest.raises(TypeError, match="completion is NoneType"):
+        strict(["a"], [None])
+    assert strict(["a"], ["  "]) == [None]  # an empty completion is not an error: it has no step
+    with pytest.raises(ValueError, match="on_error='ignore'"):
+        AresReward(reranker, on_error="ignore")
+    with pytest.raises(TypeError, match="must be an AresReranker"):
+        AresReward(FunctionBackbone(last_word_entailed))
+
+
+def test_backbone_that_rejects_a_completion_gives_none_for_it_only():
+    # The rule oracle cannot parse a non-ClaimTrees step (it raises): that completion gets None, others are scored.
+    reward = AresReward(AresReranker(ClaimTreesOracle(), step_separator="\n", prompt_split="lines"))
+    rule = "Rule: A1 -> B1 (meaning that if I have A1, I can derive B1)"
+    step = "I have A1, I use rule (A1 -> B1) to derive B1, now I have B1"
+    unsupported = "I have B1, I use rule (B1 -> C1) to derive C1, now I have C1"
+    long_step = " ".join(["word"] * 5000)
+    assert reward([f"{rule}\nI have A1"] * 3, [step, long_step, unsupported]) == [1.0, None, 0.0]
+
+
+def test_logs_through_trl_callbacks(reward):
+    metrics, extras = [], {}
+    values = reward(
+        prompts=["a\nb"] * 3,
+        completions=["so b\n\nso c", "so b", ""],
+        log_metric=lambda name, value: metrics.append((name, value)),
+        log_extra=lambda column, vals: extras.setdefault(column, []).extend(vals),
+    )
+    assert values == [0.0, 1.0, None]
+    logged = dict(metrics)
+    assert logged["ares_final/scored_frac"] == pytest.approx(2 / 3)
+    assert logged["ares_final/num_steps_mean"] == pytest.approx(1.5)
+    assert logged["ares_final/flagged_step_frac"] == pytest.approx(1 / 3)
+    assert logged["ares_final/evaluations_mean"] == pytest.approx(1.5)
+    assert extras == {"ares_final/num_steps": [2, 1, None], "ares_final/first_error": [1, -1, None]}
+    quiet = AresReward(reward.reranker, log_stats=False)
+    quiet(["a"], ["so a"], log_metric=lambda *a: pytest.fail("logged with log_stats=False"))
+
+
+def test_picklable_and_values_survive_pickling():
+    reward = AresReward(AresReranker(FunctionBackbone(soft_overlap), prompt_split="lines"), aggregate="mean")
+    clone = pickle.loads(pickle.dumps(reward))
+    args = (["a b\nc"] * 2, ["a b\n\nc d e", "x"])
+    assert clone(*args) == reward(*args)
+    assert clone.__name__ == reward.__name__
+    lazy_clone = pickle.loads(pickle.dumps(ares_reward))
+    assert lazy_clone.__name__ == "ares_reward" and lazy_clone.reranker is None
+
+
+def test_ares_reward_loads_default_lazily_on_first_call(monkeypatch):
+    loads = []
+
+    def fake_loader(spec, **kwargs):
+        loads.append(spec)
+        return FunctionBackbone(last_word_entailed)
+
+    monkeypatch.delenv(BACKBONE_ENV, raising=False)
+    monkeypatch.setattr(rerank_module, "_load_backbone", fake_loader)
+    assert ares_reward.__name__ == "ares_reward"
+    assert not ares_reward.is_loaded and loads == []
+    assert ares_reward(prompts=["a b"], completions=["so b"]) == [1.0]
+    assert loads == ["default"] and ares_reward.is_loaded
+    assert ares_reward(prompts=["a b", "a b"], completions=["so c", "so a"]) == [0.0, 1.0]
+    assert loads == ["default"]  # built once, then reused
+
+
+def test_default_backbone_overrides(monkeypatch):
+    loads = []
+    monkeypatch.setattr(rerank_module, "_load_backbone", lambda spec, **kw: loads.append(spec) or ClaimTreesOracle())
+    monkeypatch.setenv(BACKBONE_ENV, "path/to/head")
+    assert default_reranker().backbone.__class__ is ClaimTreesOracle and loads == ["path/to/head"]
+    configure_default(FunctionBackbone(last_word_entailed), prompt_split="lines", method="entail-prev")
+    assert rewards._default is None  # reconfiguring drops the built reranker; nothing loads until the next call
+    assert ares_reward(["a\nb"], ["so b"]) == [1.0]
+    assert default_reranker().method == "entail-prev" and loads == ["path/to/head"]
+
+
+def test_importing_rewards_loads_no_model():
+    code = (
+        "import json, sys\n"
+        "import ares_rerank.rewards as r\n"
+        "print(json.dumps({'loaded': r.ares_reward.is_loaded, 'transformers': 'transformers' in sys.modules,"
+        " 'default': r._default is not None}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO_ROOT,
+                         timeout=120, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"loaded": False, "transformers": False, "default": False}

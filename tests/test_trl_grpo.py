@@ -1,0 +1,97 @@
+"""Real TRL training runs on CPU with AresReward in ``reward_funcs``: GRPOTrainer (standard and conversational
+prompts) and RLOOTrainer, which share the reward contract. A tiny Qwen2 policy is built offline; 2 optimizer steps."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from datasets import Dataset
+
+from ares_rerank import FunctionBackbone
+from ares_rerank.rerank import AresReranker
+from ares_rerank.rewards import AresReward
+
+
+PROMPTS = ["I have AB. Rule: AB -> CD", "Let x = 3. Then 2x = 6", "What is 2 + 3?", "We have pepper. We have garlic."]
+
+
+def char_overlap(premises: list[list[str]], hypotheses: list[str]) -> list[float]:
+    """A deterministic soft backbone for random policy text: the share of the step's characters seen in the premises,
+    squeezed into [0.05, 0.95] so that rewards vary between completions."""
+    out = []
+    for p, h in zip(premises, hypotheses):
+        known = set("".join(p))
+        out.append(0.05 + 0.9 * sum(ch in known for ch in h) / max(len(h), 1))
+    return out
+
+
+class RecordingReward(AresReward):
+    """AresReward that keeps what TRL passed in and what it returned (module level: picklable)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: list[dict] = []
+
+    def __call__(self, prompts, completions, completion_ids=None, **kwargs):
+        values = super().__call__(prompts, completions, completion_ids, **kwargs)
+        self.calls.append(
+            {"prompts": list(prompts), "completions": list(completions), "completion_ids": completion_ids,
+             "kwargs": dict(kwargs), "values": values}
+        )
+        return values
+
+
+def _dataset(conversational: bool) -> Dataset:
+    prompts = [[{"role": "user", "content": p}] for p in PROMPTS] if conversational else PROMPTS
+    return Dataset.from_dict({"prompt": prompts, "topic": ["rules", "algebra", "arithmetic", "cooking"]})
+
+
+def _train(trainer_name: str, model_path, tmp_path, conversational: bool = False) -> tuple[RecordingReward, list]:
+    from trl import GRPOConfig, GRPOTrainer, RLOOConfig, RLOOTrainer
+
+    config_cls, trainer_cls = (GRPOConfig, GRPOTrainer) if trainer_name == "grpo" else (RLOOConfig, RLOOTrainer)
+    reward = RecordingReward(AresReranker(FunctionBackbone(char_overlap), step_separator="\n"), aggregate="mean")
+    args = config_cls(
+        output_dir=str(tmp_path / trainer_name), use_cpu=True, bf16=False, report_to="none", seed=0,
+        per_device_train_batch_size=4, num_generations=2, max_completion_length=12, max_steps=2, logging_steps=1,
+        learning_rate=1e-3, save_strategy="no", disable_tqdm=True,
+    )
+    trainer = trainer_cls(model=str(model_path), reward_funcs=[reward], args=args, train_dataset=_dataset(conversational))
+    trainer.train()
+    assert trainer.state.global_step == 2
+    return reward, [h for h in trainer.state.log_history if "loss" in h]
+
+
+def _check_contract_and_metrics(reward: RecordingReward, logs: list, conversational: bool) -> None:
+    assert len(reward.calls) == 2 and len(logs) == 2  # one reward call per optimizer step (one generation batch)
+    for call, log in zip(reward.calls, logs):
+        n = len(call["completions"])
+        assert n == 4 and len(call["prompts"]) == n and len(call["values"]) == n
+        assert call["prompts"][0] == call["prompts"][1]  # num_generations=2: each prompt repeated per generation
+        assert len(call["completion_ids"]) == n and all(isinstance(t, int) for t in call["completion_ids"][0])
+        kwargs = call["kwargs"]
+        assert {"trainer_state", "log_metric", "log_extra", "topic"} <= set(kwargs)
+        assert kwargs["topic"][0] == kwargs["topic"][1] and kwargs["topic"][0] in {"rules", "algebra", "arithmetic",
+                                                                                   "cooking"}
+        if conversational:
+            assert isinstance(call["completions"][0], list) and call["completions"][0][0]["role"] == "assistant"
+        else:
+            assert all(isinstance(c, str) for c in call["completions"])
+        scored = [v for v in call["values"] if v is not None]
+        assert scored and all(0.0 <= v <= 1.0 for v in scored)
+        # The values we returned are the ones TRL logged (mean over scorable completions; float32 in TRL).
+        assert log["rewards/ares_mean/mean"] == pytest.approx(sum(scored) / len(scored), abs=1e-5)
+        assert log["ares_mean/scored_frac"] == pytest.approx(len(scored) / n)
+        assert math.isfinite(log["loss"])
+
+
+@pytest.mark.parametrize("conversational", [False, True], ids=["standard", "conversational"])
+def test_grpo_trainer_runs_with_ares_reward(tiny_causal_lm_path, tmp_path, conversational):
+    reward, logs = _train("grpo", tiny_causal_lm_path, tmp_path, conversational)
+    _check_contract_and_metrics(reward, logs, conversational)
+
+
+def test_rloo_trainer_runs_with_ares_reward(tiny_causal_lm_path, tmp_path):
+    reward, logs = _train("rloo", tiny_causal_lm_path, tmp_path)
+    _check_contract_and_metrics(reward, logs, conversational=False)

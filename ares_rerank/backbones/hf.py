@@ -12,33 +12,29 @@ Every backbone here follows one path per ``entailment_probs`` call:
 4. **length-sorted batches with dynamic padding** (each batch padded to its own longest item), one forward pass per
    batch under ``torch.inference_mode``.
 
-Torch and transformers are imported inside the functions that need them, so ``import ares_rerank`` stays light.
+Loading (device / dtype selection, adapters, calibration) lives in :mod:`~ares_rerank.backbones.loading`. Torch and
+transformers are imported inside the functions that need them, so ``import ares_rerank`` stays light.
 """
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Hashable, Sequence
 
 from .selection import PremiseSelector, apply_selector, fit_indices, get_selector
 
 
 __all__ = [
-    "CALIBRATION_FILE",
     "HFBackbone",
     "LRUCache",
     "ScoringStats",
+    "clean_claim",
     "encode_with_markers",
-    "load_model_and_tokenizer",
-    "read_calibration",
-    "select_device",
-    "select_dtype",
+    "single_token_id",
+    "special_prefix",
 ]
 
-CALIBRATION_FILE = "ares_calibration.json"
 # Claims may not contain this private-use character: rendering uses it to mark where special tokens go.
 MARKER = "\ue000"
 
@@ -93,110 +89,6 @@ class LRUCache:
 
     def clear(self) -> None:
         self._data.clear()
-
-
-def select_device(device: Any = "auto") -> Any:
-    """``"auto"`` -> CUDA if available, else Apple MPS, else CPU; otherwise ``torch.device(device)``."""
-    import torch
-
-    if device is None or device == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    try:
-        return torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise ValueError(f"device={device!r} is not a torch device: use 'auto', 'cpu', 'cuda' or 'cuda:0'.") from err
-
-
-def select_dtype(dtype: Any, device: Any) -> Any:
-    """``"auto"`` -> bfloat16 on a CUDA device that supports it, else float32 (bf16 was slower on our CPU)."""
-    import torch
-
-    if dtype is None or dtype == "auto":
-        if device.type == "cuda" and torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return torch.float32
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    named = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-             "float16": torch.float16, "fp16": torch.float16}
-    if dtype not in named:
-        raise ValueError(f"dtype={dtype!r} is not supported: use 'auto', 'float32', 'bfloat16', 'float16' or a torch.dtype.")
-    return named[dtype]
-
-
-def read_calibration(*folders: str | Path | None) -> dict[str, Any]:
-    """The first ``ares_calibration.json`` found in ``folders`` (``{}`` if none), checked: ``temperature > 0``."""
-    for folder in folders:
-        if folder is None or not (Path(folder) / CALIBRATION_FILE).is_file():
-            continue
-        path = Path(folder) / CALIBRATION_FILE
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path} is not valid JSON ({err}): expected e.g. {{\"temperature\": 1.3}}.") from err
-        temperature = data.get("temperature", 1.0) if isinstance(data, dict) else None
-        if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not temperature > 0:
-            raise ValueError(f"{path} has temperature={temperature!r}: it must be a positive number.")
-        return data
-    return {}
-
-
-def _adapter_base(path: Path, base_model: str | Path | None) -> str:
-    config = json.loads((path / "adapter_config.json").read_text())
-    base = base_model or config.get("base_model_name_or_path")
-    if not base:
-        raise ValueError(
-            f"{path} is a peft adapter without base_model_name_or_path: pass base_model=<path or hub id of the base>."
-        )
-    return str(base)
-
-
-def load_model_and_tokenizer(
-    name_or_path: str | Path,
-    auto_class: str,
-    *,
-    device: Any = "auto",
-    dtype: Any = "auto",
-    adapter: str | Path | None = None,
-    base_model: str | Path | None = None,
-    trust_remote_code: bool = False,
-    model_kwargs: dict[str, Any] | None = None,
-) -> tuple[Any, Any, dict[str, Any]]:
-    """Load a model with ``transformers.<auto_class>.from_pretrained`` (plus an optional peft adapter) and its tokenizer.
-
-    ``name_or_path`` may itself be a peft adapter folder (it has ``adapter_config.json``): the base model then comes
-    from ``base_model`` or the adapter's ``base_model_name_or_path``. With ``trust_remote_code=True`` a checkpoint
-    whose ``auto_map`` offers only ``AutoModel`` (e.g. Qwen2.5-Math-PRM) is loaded with ``AutoModel``.
-
-    Returns:
-        ``(model, tokenizer, calibration)``: the model in eval mode on the selected device, and the calibration dict
-        read from ``ares_calibration.json`` in the adapter folder, else the model folder (``{}`` if none).
-    """
-    import transformers
-
-    path = Path(name_or_path)
-    if path.is_dir() and (path / "adapter_config.json").is_file():
-        adapter, name_or_path = path, _adapter_base(path, base_model)
-    torch_device = select_device(device)
-    config = transformers.AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
-    auto_map = getattr(config, "auto_map", None) or {}
-    cls_name = auto_class if not trust_remote_code or auto_class in auto_map or "AutoModel" not in auto_map else "AutoModel"
-    model = getattr(transformers, cls_name).from_pretrained(
-        name_or_path, dtype=select_dtype(dtype, torch_device), trust_remote_code=trust_remote_code, **(model_kwargs or {})
-    )
-    tokenizer_source = adapter if adapter is not None and (Path(adapter) / "tokenizer_config.json").is_file() else name_or_path
-    tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_source, trust_remote_code=trust_remote_code)
-    if adapter is not None:
-        from peft import PeftModel  # optional dependency, only for adapters
-
-        model = PeftModel.from_pretrained(model, str(adapter))
-    model.to(torch_device).eval()
-    local = Path(name_or_path) if Path(name_or_path).is_dir() else None
-    return model, tokenizer, read_calibration(adapter, local)
 
 
 def encode_with_markers(tokenizer: Any, text: str, marker_ids: Sequence[int]) -> tuple[list[int], list[int]]:
@@ -363,6 +255,13 @@ class HFBackbone:
             self._claim_lengths[claim] = len(self.tokenizer.encode(claim, add_special_tokens=False))
         return self._claim_lengths[claim]
 
+    def _separator_cost(self) -> int:
+        """Tokens a newline adds between two claims (1 for byte-level BPE, 0 for WordPiece)."""
+        if not hasattr(self, "_sep_cost"):
+            encode = lambda text: len(self.tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
+            self._sep_cost = max(0, encode("a\nb") - encode("a") - encode("b"))
+        return self._sep_cost
+
     def _fit(
         self, claims: list[str], roles: tuple | None, hypothesis: str, reserve: int = 0, render: Any = None
     ) -> dict[str, Any]:
@@ -382,8 +281,10 @@ class HFBackbone:
                 f"model's window of {window}: the hypothesis is never cut. Split the step into shorter steps, or use "
                 "a model with a longer window (or raise max_length if the model supports it)."
             )
-        lengths = [self._claim_length(c) + 1 for c in claims]  # +1: the separator or tag after each claim
-        budget = window - len(bare["input_ids"])
+        # Estimated cost: each claim's tokens plus one newline between claims; the loop below corrects the estimate.
+        sep = self._separator_cost()
+        lengths = [self._claim_length(c) + sep for c in claims]
+        budget = window - len(bare["input_ids"]) + sep
         while True:
             kept = fit_indices(claims, hypothesis, lengths, budget)
             item = render(claims, roles, hypothesis, kept)

@@ -16,7 +16,8 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from .hf import HFBackbone, load_model_and_tokenizer, special_prefix
+from .hf import HFBackbone, special_prefix
+from .loading import load_model_and_tokenizer
 
 
 __all__ = ["JUDGE_PROMPT", "LIKERT_OPTIONS", "LLMJudge", "parse_step_ratings"]

@@ -4,6 +4,9 @@ Kinds: ``"nli"`` (:class:`~ares_rerank.backbones.nli.EntailmentHead`), ``"prm"``
 (:class:`~ares_rerank.backbones.prm.StepTagPRM`), ``"prm-causal"`` (:class:`~ares_rerank.backbones.prm.CausalPRM`),
 ``"judge"`` (:class:`~ares_rerank.backbones.judge.LLMJudge`). Special names: ``"claimtrees-oracle"`` (the rule
 oracle, no model) and ``"default"`` (the entailment head shipped in ``ares_rerank/default_head/``).
+
+Also the shared loading machinery of the Hugging Face backbones: device and dtype selection, peft adapters, and the
+calibration file ``ares_calibration.json`` saved beside the weights or the adapter.
 """
 
 from __future__ import annotations
@@ -13,10 +16,125 @@ from pathlib import Path
 from typing import Any
 
 
-__all__ = ["DEFAULT_HEAD_DIR", "KINDS", "detect_kind", "load_backbone"]
+__all__ = [
+    "CALIBRATION_FILE",
+    "DEFAULT_HEAD_DIR",
+    "KINDS",
+    "detect_kind",
+    "load_backbone",
+    "load_model_and_tokenizer",
+    "read_calibration",
+    "select_device",
+    "select_dtype",
+]
 
 KINDS = ("judge", "nli", "prm", "prm-causal")
 DEFAULT_HEAD_DIR = Path(__file__).resolve().parents[1] / "default_head"
+CALIBRATION_FILE = "ares_calibration.json"
+
+
+def select_device(device: Any = "auto") -> Any:
+    """``"auto"`` -> CUDA if available, else Apple MPS, else CPU; otherwise ``torch.device(device)``."""
+    import torch
+
+    if device is None or device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device={device!r} is not a torch device: use 'auto', 'cpu', 'cuda' or 'cuda:0'.") from err
+
+
+def select_dtype(dtype: Any, device: Any) -> Any:
+    """``"auto"`` -> bfloat16 on a CUDA device that supports it, else float32 (bf16 was slower on our CPU)."""
+    import torch
+
+    if dtype is None or dtype == "auto":
+        if device.type == "cuda" and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    named = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+             "float16": torch.float16, "fp16": torch.float16}
+    if dtype not in named:
+        raise ValueError(f"dtype={dtype!r} is not supported: use 'auto', 'float32', 'bfloat16', 'float16' or a torch.dtype.")
+    return named[dtype]
+
+
+def read_calibration(*folders: str | Path | None) -> dict[str, Any]:
+    """The first ``ares_calibration.json`` found in ``folders`` (``{}`` if none), checked: ``temperature > 0``."""
+    for folder in folders:
+        if folder is None or not (Path(folder) / CALIBRATION_FILE).is_file():
+            continue
+        path = Path(folder) / CALIBRATION_FILE
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path} is not valid JSON ({err}): expected e.g. {{\"temperature\": 1.3}}.") from err
+        temperature = data.get("temperature", 1.0) if isinstance(data, dict) else None
+        if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not temperature > 0:
+            raise ValueError(f"{path} has temperature={temperature!r}: it must be a positive number.")
+        return data
+    return {}
+
+
+def _adapter_base(path: Path, base_model: str | Path | None) -> str:
+    config = json.loads((path / "adapter_config.json").read_text())
+    base = base_model or config.get("base_model_name_or_path")
+    if not base:
+        raise ValueError(
+            f"{path} is a peft adapter without base_model_name_or_path: pass base_model=<path or hub id of the base>."
+        )
+    return str(base)
+
+
+def load_model_and_tokenizer(
+    name_or_path: str | Path,
+    auto_class: str,
+    *,
+    device: Any = "auto",
+    dtype: Any = "auto",
+    adapter: str | Path | None = None,
+    base_model: str | Path | None = None,
+    trust_remote_code: bool = False,
+    model_kwargs: dict[str, Any] | None = None,
+) -> tuple[Any, Any, dict[str, Any]]:
+    """Load a model with ``transformers.<auto_class>.from_pretrained`` (plus an optional peft adapter) and its tokenizer.
+
+    ``name_or_path`` may itself be a peft adapter folder (it has ``adapter_config.json``): the base model then comes
+    from ``base_model`` or the adapter's ``base_model_name_or_path``. With ``trust_remote_code=True`` a checkpoint
+    whose ``auto_map`` offers only ``AutoModel`` (e.g. Qwen2.5-Math-PRM) is loaded with ``AutoModel``.
+
+    Returns:
+        ``(model, tokenizer, calibration)``: the model in eval mode on the selected device, and the calibration dict
+        read from ``ares_calibration.json`` in the adapter folder, else the model folder (``{}`` if none).
+    """
+    import transformers
+
+    path = Path(name_or_path)
+    if path.is_dir() and (path / "adapter_config.json").is_file():
+        adapter, name_or_path = path, _adapter_base(path, base_model)
+    torch_device = select_device(device)
+    config = transformers.AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+    auto_map = getattr(config, "auto_map", None) or {}
+    cls_name = auto_class if not trust_remote_code or auto_class in auto_map or "AutoModel" not in auto_map else "AutoModel"
+    model = getattr(transformers, cls_name).from_pretrained(
+        name_or_path, dtype=select_dtype(dtype, torch_device), trust_remote_code=trust_remote_code, **(model_kwargs or {})
+    )
+    tokenizer_source = adapter if adapter is not None and (Path(adapter) / "tokenizer_config.json").is_file() else name_or_path
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_source, trust_remote_code=trust_remote_code)
+    if adapter is not None:
+        from peft import PeftModel  # optional dependency, only for adapters
+
+        model = PeftModel.from_pretrained(model, str(adapter))
+    model.to(torch_device).eval()
+    local = Path(name_or_path) if Path(name_or_path).is_dir() else None
+    return model, tokenizer, read_calibration(adapter, local)
 
 
 def detect_kind(architectures: list[str] | None, name_or_path: str = "") -> str:

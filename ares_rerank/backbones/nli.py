@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .hf import CALIBRATION_FILE, HFBackbone, load_model_and_tokenizer, softmax_pick
+from .hf import HFBackbone, softmax_pick
+from .loading import CALIBRATION_FILE, load_model_and_tokenizer
 from .selection import PremiseSelector
 
 

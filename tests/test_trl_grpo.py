@@ -3,7 +3,12 @@ prompts) and RLOOTrainer, which share the reward contract. A tiny Qwen2 policy i
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from datasets import Dataset
@@ -95,3 +100,26 @@ def test_grpo_trainer_runs_with_ares_reward(tiny_causal_lm_path, tmp_path, conve
 def test_rloo_trainer_runs_with_ares_reward(tiny_causal_lm_path, tmp_path):
     reward, logs = _train("rloo", tiny_causal_lm_path, tmp_path)
     _check_contract_and_metrics(reward, logs, conversational=False)
+
+
+@pytest.mark.slow
+def test_trl_grpo_command_with_dotted_reward_path(tiny_causal_lm_path, tiny_nli_path, tmp_path):
+    """``trl grpo --reward_funcs ares_rerank.rewards.ares_reward`` as users run it; the lazy default reranker loads
+    the backbone named by ``$ARES_RERANK_BACKBONE`` (a tiny entailment head) on the first reward call."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl").write_text("".join(json.dumps({"prompt": p}) + "\n" for p in PROMPTS))
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1", "ARES_RERANK_BACKBONE": str(tiny_nli_path)}
+    command = [
+        sys.executable, "-c", "import sys; from trl.cli import main; sys.exit(main())", "grpo", "--model_name_or_path", str(tiny_causal_lm_path),
+        "--dataset_name", str(data), "--reward_funcs", "ares_rerank.rewards.ares_reward", "--output_dir", str(out),
+        "--max_steps", "2", "--per_device_train_batch_size", "4", "--num_generations", "2",
+        "--max_completion_length", "8", "--use_cpu", "--bf16", "false", "--report_to", "none",
+        "--logging_steps", "1", "--save_strategy", "no",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    logged = done.stdout + done.stderr
+    assert logged.count("'rewards/ares_reward/mean'") == 2 and "'ares_reward/scored_frac'" in logged

@@ -241,7 +241,9 @@ class AresReranker:
                 out.append(err)
         return out
 
-    def _fill(self, record: dict[str, Any], result: ChainScores | Exception, aggregate: Aggregate, on_error: str):
+    def _fill(
+        self, record: dict[str, Any], result: ChainScores | Exception, aggregate: Aggregate, on_error: str
+    ) -> None:
         if isinstance(result, Exception):
             record["error"] = f"{type(result).__name__}: {result}"
             return
@@ -277,6 +279,11 @@ class AresReranker:
             if isinstance(candidates, str) or not isinstance(candidates, Sequence):
                 raise TypeError(
                     f"completions[{i}] is {type(candidates).__name__}: pass a list of candidate completions per prompt."
+                )
+            if candidates and all(isinstance(c, dict) and "role" in c for c in candidates):
+                raise TypeError(
+                    f"completions[{i}] is one conversation (a list of messages), not a list of candidates: wrap it, "
+                    "e.g. [conversation]."
                 )
             flat_prompts += [prompt] * len(candidates)
             flat_completions += list(candidates)

@@ -133,6 +133,8 @@ def test_conversational_prompts_and_completions(reranker):
     assert message_text(completion, ("assistant",)) == "so b\n\nthen b"
     with pytest.raises(TypeError, match="pass a string or a list"):
         message_text(42, ("user",), "completion")
+    with pytest.raises(TypeError, match="one conversation .* not a list of candidates"):
+        reranker.rank(prompt, completion)
 
 
 def test_bad_input_raises_by_default_and_is_isolated_with_on_error_none(reranker):
@@ -195,7 +197,8 @@ def test_sample_mode_certificate_reported():
     reranker = AresReranker(half, config=AresConfig(mode="sample", eps=0.1, delta=0.1))
     (record,) = reranker.score("p", ["s1\n\ns2"])
     cert = record["certificate"]
-    assert cert["mode"] == "sample" and cert["eps"] == 0.1 and cert["delta"] == 0.1 and cert["num_samples"] == sample_size(2, 0.1, 0.1)
+    assert cert["mode"] == "sample" and cert["eps"] == 0.1 and cert["delta"] == 0.1
+    assert cert["num_samples"] == sample_size(2, 0.1, 0.1)
     assert record["step_scores"][0] == pytest.approx(0.5)
 
 
@@ -234,7 +237,8 @@ def test_oracle_reranking_ares_final_always_picks_the_sound_chain_entail_prev_do
     print(
         f"\nClaimTrees-10, 50 prompts x 4 candidates, final-step selection with the rule oracle: "
         f"ARES picks the sound chain {results['ares'][0]:.2f} (strictly best {results['ares'][1]:.2f}); "
-        f"Entail-Prev {results['entail-prev'][0]:.2f} (strictly best {results['entail-prev'][1]:.2f}; ties -> lower index)"
+        f"Entail-Prev {results['entail-prev'][0]:.2f} (strictly best {results['entail-prev'][1]:.2f}; "
+        "ties -> lower index)"
     )
     assert results["ares"] == (1.0, 1.0)
     # Entail-Prev gives the final step of every candidate 1.0 unless the skipped step is the one right before it:

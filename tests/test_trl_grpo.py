@@ -62,7 +62,8 @@ def _train(trainer_name: str, model_path, tmp_path, conversational: bool = False
         per_device_train_batch_size=4, num_generations=2, max_completion_length=12, max_steps=2, logging_steps=1,
         learning_rate=1e-3, save_strategy="no", disable_tqdm=True,
     )
-    trainer = trainer_cls(model=str(model_path), reward_funcs=[reward], args=args, train_dataset=_dataset(conversational))
+    dataset = _dataset(conversational)
+    trainer = trainer_cls(model=str(model_path), reward_funcs=[reward], args=args, train_dataset=dataset)
     trainer.train()
     assert trainer.state.global_step == 2
     return reward, [h for h in trainer.state.log_history if "loss" in h]
@@ -113,7 +114,8 @@ def test_trl_grpo_command_with_dotted_reward_path(tiny_causal_lm_path, tiny_nli_
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_OFFLINE": "1", "ARES_RERANK_BACKBONE": str(tiny_nli_path)}
     command = [
-        sys.executable, "-c", "import sys; from trl.cli import main; sys.exit(main())", "grpo", "--model_name_or_path", str(tiny_causal_lm_path),
+        sys.executable, "-c", "import sys; from trl.cli import main; sys.exit(main())", "grpo",
+        "--model_name_or_path", str(tiny_causal_lm_path),
         "--dataset_name", str(data), "--reward_funcs", "ares_rerank.rewards.ares_reward", "--output_dir", str(out),
         "--max_steps", "2", "--per_device_train_batch_size", "4", "--num_generations", "2",
         "--max_completion_length", "8", "--use_cpu", "--bf16", "false", "--report_to", "none",

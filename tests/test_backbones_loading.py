@@ -1,0 +1,60 @@
+"""load_backbone: kinds, auto-detection, special names and bad input; import stays light."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from ares_rerank import load_backbone
+from ares_rerank.backbones import loading
+from ares_rerank.backbones.loading import detect_kind, select_device, select_dtype
+from ares_rerank.backbones.oracle import ClaimTreesOracle
+from ares_rerank.backbones.prm import StepTagPRM
+
+
+def test_detect_kind_from_architectures():
+    assert detect_kind(["Qwen2ForTokenClassification"]) == "prm"
+    assert detect_kind(["Qwen2ForProcessRewardModel"]) == "prm"
+    assert detect_kind(["DebertaV2ForSequenceClassification"]) == "nli"
+    with pytest.raises(ValueError, match="kind='judge'"):
+        detect_kind(["LlamaForCausalLM"], "m")
+    with pytest.raises(ValueError, match="cannot tell the backbone kind"):
+        detect_kind(None, "m")
+
+
+def test_unknown_kind_is_an_error(tiny_prm_path):
+    with pytest.raises(ValueError, match="kind='reward' is unknown"):
+        load_backbone(tiny_prm_path, kind="reward")
+
+
+def test_special_names(tmp_path, monkeypatch):
+    assert isinstance(load_backbone("claimtrees-oracle"), ClaimTreesOracle)
+    monkeypatch.setattr(loading, "DEFAULT_HEAD_DIR", tmp_path / "default_head")
+    with pytest.raises(ValueError, match="does not have yet"):
+        load_backbone("default")
+    with pytest.raises(ValueError, match="kind='nli'"):
+        load_backbone("default", kind="judge")
+
+
+def test_kind_detected_from_a_token_classifier(tiny_prm_path):
+    assert isinstance(load_backbone(tiny_prm_path, device="cpu", dtype="float32"), StepTagPRM)
+
+
+def test_device_and_dtype_selection():
+    assert select_device("cpu").type == "cpu"
+    assert select_device("auto").type in ("cpu", "cuda", "mps")
+    assert select_dtype("auto", torch.device("cpu")) == torch.float32  # bf16 was slower on CPU
+    assert select_dtype("bf16", torch.device("cpu")) == torch.bfloat16
+    with pytest.raises(ValueError, match="dtype='int3'"):
+        select_dtype("int3", torch.device("cpu"))
+    with pytest.raises(ValueError, match="device='gpu!'"):
+        select_device("gpu!")
+
+
+def test_import_does_not_load_torch():
+    code = "import sys, ares_rerank; from ares_rerank import load_backbone; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,185 @@
+"""PRM backbones on tiny Qwen2 models loaded through from_pretrained: the premise mask is applied, always."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
+
+from ares_rerank import AresConfig, Chain, load_backbone, score_chains
+from ares_rerank.backbones.prm import CausalPRM, StepTagPRM
+from tiny_models import STEP_TAG, tiny_qwen2_token_classifier
+
+
+BASE = ["Let x = 3.", "Let y = 4."]
+STEPS = ["Then 2x = 6.", "So x + y = 7.", "The answer is 7."]
+
+
+@pytest.fixture(scope="module")
+def prm(tiny_prm_path):
+    return load_backbone(tiny_prm_path)  # Qwen2ForTokenClassification -> kind "prm"
+
+
+def test_rendering_follows_the_qwen_layout(prm):
+    text = prm.render(BASE, STEPS[:2])
+    assert isinstance(prm, StepTagPRM) and text.count(STEP_TAG) == 2
+    assert "<|im_start|>system\nPlease reason step by step" in text
+    assert "<|im_start|>user\nLet x = 3.\nLet y = 4.<|im_end|>" in text
+    assert f"<|im_start|>assistant\nThen 2x = 6.{STEP_TAG}So x + y = 7.{STEP_TAG}<|im_end|>" in text
+    item = prm._encode(BASE, STEPS[:2])
+    assert [item["input_ids"][t] for t in item["tags"]] == [prm.tag_id] * 2
+    assert item["input_ids"].count(prm.tag_id) == 2
+
+
+def test_score_is_the_positive_probability_at_the_last_tag(prm, tiny_prm_path):
+    model = AutoModelForTokenClassification.from_pretrained(tiny_prm_path).eval()
+    ids = prm.tokenizer.encode(prm.render(BASE, STEPS[:2]), add_special_tokens=False)
+    with torch.inference_mode():
+        logits = model(input_ids=torch.tensor([ids])).logits[0]
+    last_tag = max(i for i, t in enumerate(ids) if t == prm.tag_id)
+    expected = torch.softmax(logits[last_tag], dim=-1)[1].item()
+    got = prm.entailment_probs([BASE + STEPS[:1]], [STEPS[1]], num_base=[2])
+    assert got == pytest.approx([expected], abs=1e-5)
+
+
+def test_the_mask_matters_every_mask_renders_a_different_input_and_score(prm):
+    """The research code rendered one prompt for every mask; here two masks that differ only in an excluded earlier
+    step give different inputs and different scores, and all 16 masks over 4 earlier claims are distinct."""
+    earlier = BASE + STEPS[:2]
+    full = prm.entailment_probs([earlier], [STEPS[2]], num_base=[2])[0]
+    without_step1 = prm.entailment_probs([BASE + STEPS[1:2]], [STEPS[2]], num_base=[2])[0]
+    assert prm.render(BASE, STEPS) != prm.render(BASE, STEPS[1:])
+    assert full != without_step1
+    texts, premises, num_base = set(), [], []
+    for alpha in itertools.product((0, 1), repeat=4):
+        base = [c for c, a in zip(BASE, alpha[:2]) if a]
+        steps = [c for c, a in zip(STEPS[:2], alpha[2:]) if a]
+        texts.add(prm.render(base, steps + [STEPS[2]]))
+        premises.append(base + steps)
+        num_base.append(len(base))
+    scores = prm.entailment_probs(premises, [STEPS[2]] * 16, num_base=num_base)
+    assert len(texts) == 16 and len(set(scores)) == 16
+
+
+def test_ares_with_a_prm_evaluates_one_model_input_per_distinct_mask(tiny_prm_path):
+    prm = load_backbone(tiny_prm_path)
+    chain = Chain(BASE, STEPS)
+    prm.register_chains([chain])
+    out = score_chains([chain], prm, config=AresConfig(mode="sample", prior=0.5, seed=3))
+    assert out[0].evaluations > chain.num_steps  # several masks per step ...
+    assert prm.stats.pairs_computed == out[0].evaluations  # ... each one a different model input
+    passes = prm.stats.forward_passes
+    score_chains([chain], prm, config=AresConfig(mode="sample", prior=0.5, seed=3))
+    assert prm.stats.forward_passes == passes  # the same chain again: zero new forward passes
+
+
+def test_roles_from_registered_chains_equal_explicit_num_base(tiny_prm_path):
+    prm = load_backbone(tiny_prm_path)
+    explicit = prm.entailment_probs([BASE + STEPS[:2]], [STEPS[2]], num_base=[2])
+    unregistered = prm.entailment_probs([BASE + STEPS[:2]], [STEPS[2]])  # every premise in the user turn
+    prm.register_chains([Chain(BASE, STEPS)])
+    assert prm.entailment_probs([BASE + STEPS[:2]], [STEPS[2]]) == explicit
+    assert unregistered != explicit
+    with pytest.raises(ValueError, match="num_base"):
+        prm.entailment_probs([BASE], [STEPS[0]], num_base=[3])
+
+
+def test_whole_chain_pass_matches_per_step_scores(prm):
+    chain = Chain(BASE, STEPS)
+    whole = score_chains([chain], prm, method="prm-chain")[0]
+    per_step = [prm.entailment_probs([BASE + STEPS[:k]], [STEPS[k]], num_base=[2])[0] for k in range(3)]
+    assert whole.step_scores == pytest.approx(per_step, abs=1e-5)
+    assert whole.evaluations == 1
+
+
+def test_empty_premises_and_claims_containing_the_tag(prm):
+    (value,) = prm.entailment_probs([[]], [STEPS[0]])
+    assert 0.0 < value < 1.0
+    item = prm._encode([f"a {STEP_TAG} b"], [f"c {STEP_TAG}", "d"])
+    assert item["input_ids"].count(prm.tag_id) == 2  # the tag inside claims was replaced, only ours remain
+
+
+def test_tokenizer_without_the_step_tag_is_an_error(tiny_prm_path):
+    with pytest.raises(ValueError, match="step_tag='<extra_9>' is not a single token"):
+        load_backbone(tiny_prm_path, step_tag="<extra_9>")
+
+
+def test_hypothesis_longer_than_the_window_is_an_error(tiny_prm_path):
+    prm = load_backbone(tiny_prm_path, max_length=160)  # the system turn alone is ~80 tokens
+    with pytest.raises(ValueError, match="never cut"):
+        prm.entailment_probs([BASE], ["a very long step " * 60])
+    long_base = [f"Fact {i}: z{i} = {i}." for i in range(40)]
+    (value,) = prm.entailment_probs([long_base], ["So z3 = 3."], num_base=[40])
+    assert prm.stats.pairs_windowed == 1 and 0 < prm.stats.premises_dropped < 40 and 0 < value < 1
+
+
+def test_causal_prm_is_p_plus_over_plus_minus_at_the_tag(tiny_causal_lm_path):
+    cprm = load_backbone(tiny_causal_lm_path, kind="prm-causal", step_tag=STEP_TAG)
+    assert isinstance(cprm, CausalPRM)
+    model = AutoModelForCausalLM.from_pretrained(tiny_causal_lm_path).eval()
+    item = cprm._encode(BASE, STEPS[:2])
+    with torch.inference_mode():
+        logits = model(input_ids=torch.tensor([item["input_ids"]])).logits[0, item["tags"][-1]]
+    plus, minus = cprm.tokenizer.encode("+")[0], cprm.tokenizer.encode("-")[0]
+    expected = torch.softmax(logits[[plus, minus]], dim=-1)[0].item()
+    assert cprm.entailment_probs([BASE + STEPS[:1]], [STEPS[1]], num_base=[2]) == pytest.approx([expected], abs=1e-5)
+    whole = cprm.chain_step_probs(BASE, STEPS)
+    assert len(whole) == 3 and whole[1] == pytest.approx(expected, abs=1e-5)
+
+
+def test_causal_prm_plain_text_with_a_newline_tag(tiny_causal_lm_path):
+    cprm = load_backbone(tiny_causal_lm_path, kind="prm-causal", step_tag="\n", use_chat_template=False,
+                         step_separator="")
+    assert cprm.render(BASE, STEPS[:2]) == "Let x = 3.\nLet y = 4.\nThen 2x = 6.\nSo x + y = 7.\n"
+    item = cprm._encode(BASE, STEPS[:2])
+    assert [item["input_ids"][t] for t in item["tags"]] == [cprm.tag_id] * 2 and item["tags"][-1] == len(item["input_ids"]) - 1
+    with pytest.raises(ValueError, match="good_token"):
+        load_backbone(tiny_causal_lm_path, kind="prm-causal", step_tag=STEP_TAG, good_token="++ yes")
+
+
+MODELING = '''
+import torch
+from transformers import Qwen2Config, Qwen2Model, Qwen2PreTrainedModel
+from transformers.modeling_outputs import TokenClassifierOutput
+
+
+class TinyPRMConfig(Qwen2Config):
+    model_type = "tiny_prm"
+
+
+class TinyQwen2ForProcessRewardModel(Qwen2PreTrainedModel):
+    config_class = TinyPRMConfig
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = Qwen2Model(config)
+        self.score = torch.nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, **kwargs):
+        hidden = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return TokenClassifierOutput(logits=self.score(hidden))
+'''
+
+
+def test_remote_code_prm_needs_trust_remote_code(tmp_path):
+    """A PRM shipping its own modeling code (auto_map with AutoModel only, as Qwen2.5-Math-PRM) loads when opted in."""
+    path = tiny_qwen2_token_classifier(tmp_path / "remote")
+    (path / "modeling_tiny_prm.py").write_text(MODELING)
+    config = json.loads((path / "config.json").read_text())
+    config.update(model_type="tiny_prm", architectures=["TinyQwen2ForProcessRewardModel"],
+                  auto_map={"AutoConfig": "modeling_tiny_prm.TinyPRMConfig",
+                            "AutoModel": "modeling_tiny_prm.TinyQwen2ForProcessRewardModel"})
+    (path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="trust_remote_code"):
+        load_backbone(path, kind="prm")
+    remote = load_backbone(path, trust_remote_code=True)  # kind detected: ...ForProcessRewardModel -> prm
+    assert type(remote.model).__name__ == "TinyQwen2ForProcessRewardModel"
+    # The same seed gives the same weights; the tokenizer is the remote one (AutoTokenizer picks a different class
+    # for model_type qwen2 than for an unknown model_type).
+    plain = AutoModelForTokenClassification.from_pretrained(tiny_qwen2_token_classifier(tmp_path / "plain")).eval()
+    expected = StepTagPRM(plain, remote.tokenizer).entailment_probs([BASE], [STEPS[0]])
+    assert remote.entailment_probs([BASE], [STEPS[0]]) == pytest.approx(expected, abs=1e-6)

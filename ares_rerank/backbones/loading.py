@@ -2,7 +2,9 @@
 
 Kinds: ``"nli"`` (:class:`~ares_rerank.backbones.nli.EntailmentHead`), ``"prm"``
 (:class:`~ares_rerank.backbones.prm.StepTagPRM`), ``"prm-causal"`` (:class:`~ares_rerank.backbones.prm.CausalPRM`),
-``"judge"`` (:class:`~ares_rerank.backbones.judge.LLMJudge`). Special names: ``"claimtrees-oracle"`` (the rule
+``"judge"`` (:class:`~ares_rerank.backbones.judge.LLMJudge`); served, named by a server URL: ``"openai"``
+(:class:`~ares_rerank.backbones.openai_judge.OpenAIJudge`) and ``"vllm-pooling"``
+(:class:`~ares_rerank.backbones.vllm_pooling.VLLMPoolingPRM`). Special names: ``"claimtrees-oracle"`` (the rule
 oracle, no model) and ``"default"`` (the entailment head shipped in ``ares_rerank/default_head/``).
 
 Also the shared loading machinery of the Hugging Face backbones: device and dtype selection, peft adapters, and the
@@ -28,7 +30,7 @@ __all__ = [
     "select_dtype",
 ]
 
-KINDS = ("judge", "nli", "prm", "prm-causal")
+KINDS = ("judge", "nli", "openai", "prm", "prm-causal", "vllm-pooling")
 DEFAULT_HEAD_DIR = Path(__file__).resolve().parents[1] / "default_head"
 CALIBRATION_FILE = "ares_calibration.json"
 
@@ -196,7 +198,7 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
             peft adapter folder, ``"claimtrees-oracle"`` or ``"default"``.
         kind: ``"nli"``, ``"prm"``, ``"prm-causal"`` or ``"judge"``; ``None`` detects it from the config's
             ``architectures`` (token classifier -> ``"prm"``, sequence classifier -> ``"nli"``; a causal LM must be
-            told: ``"judge"`` or ``"prm-causal"``).
+            told: ``"judge"`` or ``"prm-causal"``). A server URL needs ``"openai"`` or ``"vllm-pooling"``.
         **kwargs: Passed to the backbone's ``from_pretrained`` (e.g. ``device``, ``dtype``, ``batch_size``,
             ``premise_selection``, ``entailment_label``, ``step_tag``, ``mode``, ``trust_remote_code``).
 
@@ -219,6 +221,11 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
         if kind not in (None, "nli"):
             raise ValueError(f"load_backbone('default') is an entailment head (kind='nli'), not kind={kind!r}.")
         return _load_default(kwargs)
+    if kind is None and name.startswith(("http://", "https://")):
+        raise ValueError(
+            f"{name!r} is a server URL: say what it serves, kind='openai' (an LLM judge on an OpenAI-compatible "
+            "server) or kind='vllm-pooling' (a PRM on vLLM's /pooling; pass tokenizer= too)."
+        )
     if kind is None:
         kind = _detect_from_files(name, bool(kwargs.get("trust_remote_code")), kwargs.get("base_model"))
     if kind == "nli":
@@ -227,6 +234,10 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
         from .prm import StepTagPRM as cls
     elif kind == "prm-causal":
         from .prm import CausalPRM as cls
+    elif kind == "openai":
+        from .openai_judge import OpenAIJudge as cls
+    elif kind == "vllm-pooling":
+        from .vllm_pooling import VLLMPoolingPRM as cls
     else:
         from .judge import LLMJudge as cls
     return cls.from_pretrained(name_or_path, **kwargs)

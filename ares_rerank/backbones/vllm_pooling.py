@@ -1,0 +1,217 @@
+"""A process reward model served by vLLM's ``/pooling`` endpoint (``task: "token_classify"``) as an ARES backbone.
+
+This is how vLLM serves Qwen2.5-Math-PRM (``Qwen2ForProcessRewardModel``) and other token-classifier PRMs. The
+backbone is the local :class:`~ares_rerank.backbones.prm.StepTagPRM` with the forward pass replaced by an HTTP
+request: premise selection, the cache, the window policy, base-claim / step roles and **the mask rendering are the
+local PRM's own code** (``render_prm_text`` + tag ids placed at recorded positions). The client tokenizes locally
+and sends token ids, so the server scores exactly the ids the local PRM would score and the step-tag positions are
+known, never searched for. Score = positive-class probability at the judged step's tag.
+
+**Server** (checked against vLLM's source and docs, versions 0.15-0.18: ``/pooling`` with ``task`` and
+``PoolingResponse``; earlier releases named the task ``"encode"``, pass ``task="encode"`` there)::
+
+    vllm serve Qwen/Qwen2.5-Math-PRM-7B --runner pooling --trust-remote-code \\
+        --max-model-len 4096 --tensor-parallel-size 1
+
+Both row layouts vLLM can return are read: one row per input token (pooling type ``ALL``, or ``STEP`` without a
+``step_tag_id``), or one row per step tag (``--pooler-config '{"pooling_type": "STEP", "step_tag_id": 151651}'``).
+Rows are class probabilities (vLLM applies the softmax by default); rows that are not a probability vector are
+treated as logits and softmaxed here (``probabilities="auto"``). For a Math-Shepherd-style causal PRM served with
+``"returned_token_ids": [<+ id>, <- id>]`` pass ``positive_index=0`` and ``step_tag`` = its tag (e.g. ``"ки"``).
+
+Tested against response bodies written from vLLM's ``PoolingResponse`` schema (``tests/fixtures/``) and a local fake
+server that runs a real tiny token classifier; vLLM itself cannot run on the CPU-only test machines.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from .prm import StepTagPRM
+from .served import JsonClient, ServerResponseError, map_bounded
+
+
+__all__ = ["VLLMPoolingPRM"]
+
+
+class VLLMPoolingPRM(StepTagPRM):
+    """A served token-classifier PRM, rendered exactly as the local :class:`StepTagPRM` (see the module doc).
+
+    Args:
+        base_url: The vLLM server, e.g. ``"http://127.0.0.1:8000"``.
+        tokenizer: The PRM's tokenizer (object, local folder or hub id): renders and tokenizes the input locally.
+        model: The served model name; ``None`` takes the first one ``/v1/models`` lists (on first use).
+        step_tag: The tag after every step; its id is looked up from the tokenizer (Qwen: ``"<extra_0>"``).
+        positive_index: Column of the positive class in each row (Qwen: 1).
+        task: The ``/pooling`` task (``"token_classify"``; ``"encode"`` for vLLM before the split into tasks).
+        probabilities: ``"auto"``, ``"probs"`` (rows are probabilities) or ``"logits"`` (softmax them here).
+        concurrency: Requests in flight at once; each request carries up to ``batch_size`` inputs.
+        timeout, max_retries, backoff, api_key: See :class:`~ares_rerank.backbones.served.JsonClient`.
+        extra_body: Extra request fields (e.g. ``{"truncate_prompt_tokens": -1}``).
+        trust_remote_code: For loading a tokenizer by name.
+        **kwargs: ``system_prompt``, ``step_separator``, ``use_chat_template``, ``batch_size``, ``max_length`` (default:
+            the smaller of the tokenizer's and the server's ``max_model_len``), ``premise_selection``, ``cache_size``.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        tokenizer: Any,
+        model: str | None = None,
+        *,
+        step_tag: str = "<extra_0>",
+        positive_index: int = 1,
+        task: str = "token_classify",
+        probabilities: str = "auto",
+        concurrency: int = 4,
+        timeout: float = 120.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        api_key: str | None = None,
+        extra_body: dict[str, Any] | None = None,
+        trust_remote_code: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        if probabilities not in ("auto", "probs", "logits"):
+            raise ValueError(f"probabilities={probabilities!r} is not supported: use 'auto', 'probs' or 'logits'.")
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+            raise ValueError(f"concurrency={concurrency!r} must be a positive integer, e.g. 4.")
+        if not isinstance(positive_index, int) or positive_index < 0:
+            raise ValueError(f"positive_index={positive_index!r} must be a non-negative integer (Qwen PRM: 1).")
+        self.client = JsonClient(base_url, timeout=timeout, max_retries=max_retries, backoff=backoff, api_key=api_key)
+        self._window_given = kwargs.get("max_length") is not None
+        super().__init__(None, _load_tokenizer(tokenizer, trust_remote_code), step_tag=step_tag,
+                         positive_index=positive_index, **kwargs)
+        self.served_model = model
+        self.task = task
+        self.probabilities = probabilities
+        self.concurrency = concurrency
+        self.extra_body = dict(extra_body or {})
+        self._resolved = False
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, tokenizer: Any = None, **kwargs: Any) -> VLLMPoolingPRM:
+        """``load_backbone(url, kind="vllm-pooling", tokenizer=..., **kwargs)`` lands here (``name_or_path`` = URL)."""
+        if tokenizer is None:
+            raise ValueError(
+                "kind='vllm-pooling' needs tokenizer=: the PRM's tokenizer (a local folder, a hub id or a tokenizer "
+                "object), so inputs are rendered and tokenized exactly as the local PRM does."
+            )
+        return cls(str(name_or_path), tokenizer, **kwargs)
+
+    # -- the served forward pass --------------------------------------------------------------------------------------
+    def _compute(self, keys: list[tuple]) -> dict[tuple, float]:
+        self._resolve()
+        return super()._compute(keys)
+
+    def chain_step_probs(self, base_claims: Sequence[str], steps: Sequence[str]) -> list[float]:
+        self._resolve()
+        return super().chain_step_probs(base_claims, steps)
+
+    def _run(self, items: list[dict[str, Any]]) -> list[Any]:
+        """Send items in length-sorted batches of ``batch_size``, ``concurrency`` requests at a time."""
+        order = sorted(range(len(items)), key=lambda i: len(items[i]["input_ids"]))
+        batches = [order[s : s + self.batch_size] for s in range(0, len(order), self.batch_size)]
+        values = map_bounded(lambda idx: self._score_batch([items[i] for i in idx]), batches, self.concurrency)
+        out: list[Any] = [None] * len(items)
+        for idx, batch_values in zip(batches, values):
+            for i, value in zip(idx, batch_values):
+                out[i] = value
+        self.stats.forward_passes += len(batches)
+        self.stats.pairs_computed += len(items)
+        return out
+
+    def _tag_probs(self, items: list[dict[str, Any]]) -> list[list[float]]:
+        """One ``/pooling`` request for the batch; the positive-class probability at each wanted tag."""
+        body = {"model": self.served_model, "input": [list(item["input_ids"]) for item in items], "task": self.task}
+        body.update(self.extra_body)
+        url = self.client.root + "/pooling"
+        entries = _entries(self.client.post("/pooling", body), len(items), url)
+        out = []
+        for item, entry, wanted in zip(items, entries, self._tag_rows(items)):
+            rows = entry.get("data") if isinstance(entry, dict) else None
+            if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
+                raise ServerResponseError(
+                    f"{url} returned data that is not a list of rows ({str(entry)[:200]}): serve the PRM with "
+                    f"task={self.task!r} (one row of class scores per token) and encoding_format 'float'.", url,
+                )
+            index = self._row_index(item["input_ids"], len(rows), url)
+            out.append([self._positive(rows[index[p]], url) for p in wanted])
+        return out
+
+    def _row_index(self, ids: Sequence[int], num_rows: int, url: str) -> dict[int, int]:
+        """Map token positions of step tags to rows: rows are per token, or per step-tag occurrence."""
+        tags = [p for p, t in enumerate(ids) if t == self.tag_id]
+        if num_rows == len(ids):
+            return {p: p for p in tags}
+        if num_rows == len(tags):
+            return {p: r for r, p in enumerate(tags)}
+        raise ServerResponseError(
+            f"{url} returned {num_rows} rows for an input of {len(ids)} tokens with {len(tags)} step tags (id "
+            f"{self.tag_id}): expected one row per token (pooling_type ALL, or STEP without step_tag_id) or one per "
+            f"step tag (STEP with step_tag_id={self.tag_id}). Check the server's --pooler-config and step_tag=.", url,
+        )
+
+    def _positive(self, row: list[Any], url: str) -> float:
+        if len(row) <= self.positive_index or not all(isinstance(x, (int, float)) for x in row):
+            raise ServerResponseError(
+                f"{url} returned the row {row[:8]!r}: expected numbers with a column positive_index="
+                f"{self.positive_index} (a 2-label PRM head gives [P(negative), P(positive)]).", url,
+            )
+        values = [float(x) for x in row]
+        is_probs = all(0.0 <= v <= 1.0 for v in values) and abs(sum(values) - 1.0) < 1e-3
+        if self.probabilities == "probs" or (self.probabilities == "auto" and is_probs):
+            if not 0.0 <= values[self.positive_index] <= 1.0:
+                raise ServerResponseError(f"{url} returned {values} with probabilities='probs': not in [0, 1].", url)
+            return values[self.positive_index]
+        top = max(values)
+        weights = [math.exp(v - top) for v in values]
+        return weights[self.positive_index] / sum(weights)
+
+    # -- first use: model name and window -----------------------------------------------------------------------------
+    def _resolve(self) -> None:
+        if self._resolved:
+            return
+        if self.served_model is None or not self._window_given:
+            listing = self.client.get("/v1/models")
+            cards = listing.get("data") if isinstance(listing, dict) else None
+            if not cards:
+                raise ServerResponseError(
+                    f"{self.client.root}/v1/models lists no model ({str(listing)[:200]}): pass model= and max_length=.",
+                    self.client.root + "/v1/models",
+                )
+            card = next((c for c in cards if c.get("id") == self.served_model), cards[0])
+            self.served_model = self.served_model or str(card["id"])
+            limit = card.get("max_model_len")
+            if not self._window_given and isinstance(limit, int) and limit > 0:
+                self.max_length = min(self.max_length, limit)
+        self._resolved = True
+
+    def __repr__(self) -> str:
+        return f"VLLMPoolingPRM({self.client.root!r}, model={self.served_model!r}, step_tag={self.step_tag!r})"
+
+
+def _load_tokenizer(tokenizer: Any, trust_remote_code: bool) -> Any:
+    if isinstance(tokenizer, (str, Path)):
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(str(tokenizer), trust_remote_code=trust_remote_code)
+    if not hasattr(tokenizer, "encode"):
+        raise TypeError(f"tokenizer={tokenizer!r} is not a tokenizer: pass a folder, a hub id or a tokenizer object.")
+    return tokenizer
+
+
+def _entries(answer: Any, count: int, url: str) -> list[Any]:
+    """The ``data`` entries of a ``PoolingResponse``, in input order (sorted by their ``index``)."""
+    entries = answer.get("data") if isinstance(answer, dict) else None
+    if not isinstance(entries, list) or len(entries) != count:
+        got = len(entries) if isinstance(entries, list) else "no"
+        raise ServerResponseError(
+            f"{url} answered with {got} data entries for {count} inputs ({str(answer)[:200]}): is this vLLM's "
+            "/pooling serving a token classifier?", url,
+        )
+    if all(isinstance(e, dict) and isinstance(e.get("index"), int) for e in entries):
+        entries = sorted(entries, key=lambda e: e["index"])
+    return entries

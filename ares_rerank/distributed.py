@@ -1,0 +1,232 @@
+"""Data-parallel scoring of a data set of chains with accelerate: each process scores a shard, results come back in
+the original order on every process.
+
+ARES scores do not depend on how the data is split: the sampler of a chain is seeded by ``AresConfig.seed`` and the
+chain's own text (:meth:`Chain.fingerprint`), and every backbone is a fixed function of its inputs, so N processes give
+exactly the single-process scores (tested with ``accelerate launch --num_processes 2 --cpu``).
+
+From Python (inside a script started with ``accelerate launch``, or plain ``python`` for one process)::
+
+    from ares_rerank.distributed import score_dataset
+    scores = score_dataset(dataset, backbone, method="ares")   # list[ChainScores], dataset order, every process
+
+From the shell (one process per GPU; each loads its own copy of a local backbone on its own device)::
+
+    accelerate launch --num_processes 4 -m ares_rerank.distributed \\
+        --data chains.jsonl --backbone path/to/prm --kind prm --output scores.jsonl
+
+Rows need ``base_claims`` (list of str) and ``steps`` (list of str), or ``prompt`` and ``completion`` (split with
+``--step-separator``); ``labels`` and ``id`` are kept when present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, Sequence
+
+from .backbones.base import Backbone
+from .chain import Chain, ChainScores
+from .estimator import AresConfig
+from .scoring import METHODS, score_chains
+
+
+__all__ = ["chains_from_rows", "main", "process_state", "score_dataset", "shard_indices"]
+
+
+def shard_indices(num_rows: int, num_processes: int, process_index: int) -> list[int]:
+    """Rows of one process: every ``num_processes``-th row from ``process_index`` (strided, so long and short
+    chains spread evenly when the data is sorted by length)."""
+    if not 0 <= process_index < num_processes:
+        raise ValueError(f"process_index={process_index} must lie in [0, num_processes={num_processes}).")
+    return list(range(process_index, num_rows, num_processes))
+
+
+def chains_from_rows(rows: dict[str, list[Any]], step_separator: str | None = "\n\n") -> list[Chain]:
+    """Chains from a column batch (``dataset[i:j]`` or ``dataset.select(...)[:]``): see the module doc for columns."""
+    n = len(next(iter(rows.values()))) if rows else 0
+    if "steps" in rows:
+        base = rows.get("base_claims") or [[] for _ in range(n)]
+        make = lambda i: Chain(base[i] or [], rows["steps"][i])  # noqa: E731
+    elif "completion" in rows:
+        prompts = rows.get("prompt") or [""] * n
+        make = lambda i: Chain.from_text(prompts[i] or "", rows["completion"][i], step_separator)  # noqa: E731
+    else:
+        raise ValueError(
+            f"the data set has columns {sorted(rows)}: it needs 'steps' (and 'base_claims'), or 'completion' (and "
+            "'prompt'). Rename columns with dataset.rename_column(old, new)."
+        )
+    chains = []
+    for i in range(n):
+        chain = make(i)
+        labels = rows["labels"][i] if "labels" in rows else None
+        chain_id = rows["id"][i] if "id" in rows else None
+        chains.append(Chain(chain.base_claims, chain.steps, labels=labels, id=chain_id))
+    return chains
+
+
+def score_dataset(
+    dataset: Any,
+    backbone: Backbone,
+    method: str = "ares",
+    config: AresConfig | None = None,
+    *,
+    batch_size: int = 16,
+    step_separator: str | None = "\n\n",
+    progress: bool = True,
+) -> list[ChainScores]:
+    """Score every chain of ``dataset`` across the processes accelerate started; each process takes a shard.
+
+    Args:
+        dataset: A ``datasets.Dataset`` (or anything with ``len`` and ``select(indices)[:]``), one chain per row.
+        backbone: This process's backbone (load it on this process's device: ``PartialState().device``).
+        method: ``"ares"`` or a baseline name (see :func:`~ares_rerank.score_chains`).
+        config: ARES settings; the same on every process.
+        batch_size: Chains per :func:`score_chains` call (ARES batches all masks of a step across them).
+        step_separator: For rows with ``completion`` instead of ``steps``.
+        progress: Show a progress bar on the main process (it counts the main process's shard).
+
+    Returns:
+        One :class:`ChainScores` per row, in dataset order, on every process.
+    """
+    return [scores for _, _, scores in _score_sharded(dataset, backbone, method, config, batch_size, step_separator,
+                                                      progress)]
+
+
+def _score_sharded(
+    dataset: Any, backbone: Backbone, method: str, config: AresConfig | None, batch_size: int,
+    step_separator: str | None, progress: bool,
+) -> list[tuple[int, int, ChainScores]]:
+    """``(row, process that scored it, scores)`` for every row, in row order, on every process."""
+    from accelerate.utils import gather_object
+    from tqdm.auto import tqdm
+
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ValueError(f"batch_size={batch_size!r} must be a positive integer, e.g. 16.")
+    if method not in METHODS:
+        raise ValueError(f"method={method!r} is unknown: use one of {list(METHODS)}.")
+    state = process_state()
+    mine = shard_indices(len(dataset), state.num_processes, state.process_index)
+    bar = tqdm(total=len(mine), disable=not (progress and state.is_main_process), unit="chain",
+               desc=f"scoring (shard of process 0, {state.num_processes} processes)")
+    local: list[tuple[int, int, ChainScores]] = []
+    for start in range(0, len(mine), batch_size):
+        batch = mine[start : start + batch_size]
+        chains = chains_from_rows(dataset.select(batch)[:], step_separator)
+        scores = score_chains(chains, backbone, method, config)
+        local.extend((i, state.process_index, s) for i, s in zip(batch, scores))
+        bar.update(len(batch))
+    bar.close()
+    gathered = sorted(gather_object(local) if state.num_processes > 1 else local, key=lambda item: item[0])
+    if [item[0] for item in gathered] != list(range(len(dataset))):
+        raise RuntimeError(f"gathered {len(gathered)} results for {len(dataset)} rows: a process lost its shard.")
+    return gathered
+
+
+def process_state() -> Any:
+    """accelerate's ``PartialState`` for this process, on the CPU (gloo) when the machine has no accelerator.
+
+    ``PartialState()`` alone treats processes started by ``accelerate launch --multi_gpu`` on a CPU-only machine as
+    unrelated single processes; asking for the CPU state makes them one gloo group. ``accelerate launch --cpu
+    --num_processes N`` starts ONE process unless accelerate is set up for MPI (``mpirun``): that case is warned about.
+    """
+    import torch
+    from accelerate import PartialState
+    from accelerate.utils import is_npu_available, is_xpu_available, parse_flag_from_env
+
+    accelerator = torch.cuda.is_available() or is_xpu_available() or is_npu_available()
+    state = PartialState(cpu=parse_flag_from_env("ACCELERATE_USE_CPU") or not accelerator)
+    asked = "MASTER_PORT" in os.environ and "WORLD_SIZE" not in os.environ  # set by `--num_processes N>1` alone
+    if state.num_processes == 1 and asked and parse_flag_from_env("ACCELERATE_USE_CPU"):
+        warnings.warn(
+            "accelerate launch --cpu --num_processes N started a single process (accelerate runs several CPU "
+            "processes only through MPI): this process scores everything. For N CPU processes without MPI use "
+            "`accelerate launch --multi_gpu --num_processes N ...` (torchrun; gloo on a CPU-only machine) or "
+            "`torchrun --nproc_per_node N -m ares_rerank.distributed ...`.",
+            stacklevel=2,
+        )
+    return state
+
+
+# -- the command line --------------------------------------------------------------------------------------------
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m ares_rerank.distributed",
+        description="Score a data set of chains with ARES (or a baseline) across processes: run it with "
+        "`accelerate launch --num_processes N -m ares_rerank.distributed ...` (add --cpu on a CPU machine).",
+    )
+    p.add_argument("--data", required=True, help="A .jsonl/.json file, or a folder saved with Dataset.save_to_disk.")
+    p.add_argument("--output", required=True, help="JSONL file of per-chain scores, in data order (main process).")
+    p.add_argument("--backbone", required=True, help="load_backbone name: a model folder, hub id, server URL, or "
+                   "'claimtrees-oracle'.")
+    p.add_argument("--kind", default=None, help="Backbone kind (nli, prm, prm-causal, judge, openai, vllm-pooling).")
+    p.add_argument("--backbone-kwargs", default="{}", help="JSON object of keyword arguments for load_backbone.")
+    p.add_argument("--method", default="ares", choices=METHODS)
+    p.add_argument("--mode", default="auto", choices=("auto", "exact", "sample"))
+    p.add_argument("--eps", type=float, default=0.1)
+    p.add_argument("--delta", type=float, default=0.1)
+    p.add_argument("--prior", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-masks", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=16, help="Chains per scoring call.")
+    p.add_argument("--step-separator", default="\n\n", help="For rows with 'completion' instead of 'steps'.")
+    p.add_argument("--limit", type=int, default=None, help="Score only the first N rows.")
+    return p
+
+
+def _load_data(path: str) -> Any:
+    import datasets
+
+    if Path(path).is_dir():
+        return datasets.load_from_disk(path)
+    if not Path(path).is_file():
+        raise ValueError(f"--data {path!r} is neither a file nor a folder: pass a .jsonl file or a Dataset folder.")
+    return datasets.load_dataset("json", data_files=path, split="train")
+
+
+_LOCAL_KINDS = ("nli", "prm", "prm-causal", "judge")
+
+
+def _load(args: argparse.Namespace, device: Any) -> Backbone:
+    from .backbones import load_backbone
+
+    kwargs = json.loads(args.backbone_kwargs)
+    if not isinstance(kwargs, dict):
+        raise ValueError(f"--backbone-kwargs {args.backbone_kwargs!r} must be a JSON object, e.g. '{{}}'.")
+    local = args.kind in _LOCAL_KINDS or (args.kind is None and Path(args.backbone).is_dir())
+    if local:
+        kwargs.setdefault("device", str(device))  # one copy per process, on its own GPU
+    return load_backbone(args.backbone, kind=args.kind, **kwargs)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m ares_rerank.distributed`` (under ``accelerate launch`` for several processes)."""
+    args = _parser().parse_args(argv)
+    state = process_state()
+    with state.main_process_first():  # the first process fills the datasets cache, the others read it
+        dataset = _load_data(args.data)
+    if args.limit is not None:
+        dataset = dataset.select(range(min(args.limit, len(dataset))))
+    config = AresConfig(mode=args.mode, eps=args.eps, delta=args.delta, prior=args.prior, seed=args.seed,
+                        max_masks=args.max_masks)
+    scored = _score_sharded(dataset, _load(args, state.device), args.method, config, args.batch_size,
+                            args.step_separator, progress=True)
+    if state.is_main_process:
+        out = Path(args.output)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("w") as f:
+            for i, owner, s in scored:
+                f.write(json.dumps({"index": i, "process": owner, **s.to_dict()}) + "\n")
+        flagged = sum(sum(s.flags(config.threshold)) for _, _, s in scored)
+        print(f"scored {len(scored)} chains on {state.num_processes} process(es); {flagged} steps flagged at "
+              f"threshold {config.threshold}; wrote {out}")
+    state.wait_for_everyone()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

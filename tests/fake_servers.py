@@ -1,0 +1,128 @@
+"""A tiny scripted HTTP server on 127.0.0.1 for the served-backbone tests (stdlib ``http.server``, no network).
+
+``FakeServer(respond)`` calls ``respond(method, path, payload) -> Reply`` for every request and records it. Every
+sleep is bounded (``Reply.delay`` and ``Reply.drip`` are a few seconds at most), so a test never leaves a server
+thread running for long, and the server stops when the ``with`` block ends.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Callable
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+MAX_SLEEP = 5.0
+
+
+def load_fixture(name: str) -> Any:
+    return json.loads((FIXTURES / name).read_text())
+
+
+@dataclass
+class Reply:
+    """What the fake answers: ``body`` (dict/list -> JSON, bytes as is), after ``delay`` seconds.
+
+    ``drip`` > 0 sends the body one byte every ``drip`` seconds (a server that stalls mid-answer).
+    """
+
+    body: Any = field(default_factory=dict)
+    status: int = 200
+    delay: float = 0.0
+    drip: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (bound, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class FakeServer:
+    """Serve ``respond`` on 127.0.0.1 (an ephemeral port) in a background thread; use as a context manager."""
+
+    def __init__(self, respond: Callable[[str, str, Any], Reply]) -> None:
+        self.respond = respond
+        self.requests: list[tuple[str, str, Any]] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def _handle(self, method: str) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                payload = json.loads(raw) if raw else None
+                with server._lock:
+                    server.requests.append((method, self.path, payload))
+                reply = server.respond(method, self.path, payload)
+                time.sleep(min(reply.delay, MAX_SLEEP))
+                data = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for key, value in reply.headers.items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    if reply.drip > 0:
+                        stop = time.monotonic() + MAX_SLEEP
+                        for i in range(len(data)):
+                            if time.monotonic() > stop:
+                                break
+                            self.wfile.write(data[i : i + 1])
+                            self.wfile.flush()
+                            time.sleep(reply.drip)
+                    else:
+                        self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout test)
+
+            def do_GET(self) -> None:
+                self._handle("GET")
+
+            def do_POST(self) -> None:
+                self._handle("POST")
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def __enter__(self) -> FakeServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def paths(self) -> list[str]:
+        return [path for _, path, _ in self.requests]
+
+
+def scripted(*replies: Reply) -> Callable[[str, str, Any], Reply]:
+    """Answer with ``replies`` in order, then repeat the last one."""
+    state = {"i": 0}
+    lock = threading.Lock()
+
+    def respond(method: str, path: str, payload: Any) -> Reply:
+        with lock:
+            i = min(state["i"], len(replies) - 1)
+            state["i"] += 1
+        return replies[i]
+
+    return respond

@@ -5,4 +5,6 @@ cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 python -m pip install -q "torch==2.13.0"
 python -m pip install -q -e ".[dev]"
+# The served-backbone integration tests need llama-cpp-python's server: from a local wheel cache, else built once.
+bash scripts/install_llama_server.sh
 python -m pytest -q "$@"

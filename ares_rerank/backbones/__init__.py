@@ -4,9 +4,12 @@ from .base import Backbone, ChainBackbone, FunctionBackbone, call_backbone
 from .judge import LLMJudge
 from .loading import load_backbone
 from .nli import EntailmentHead
+from .openai_judge import OpenAIJudge
 from .oracle import ClaimTreesOracle
 from .prm import CausalPRM, StepTagPRM
 from .selection import AllPremises, FitPremises, RelevantPremises, SelectingBackbone
+from .served import ServerError, ServerResponseError
+from .vllm_pooling import VLLMPoolingPRM
 
 
 # The Hugging Face backbones import torch / transformers only when a model is loaded, so this import stays light.
@@ -20,9 +23,13 @@ __all__ = [
     "FitPremises",
     "FunctionBackbone",
     "LLMJudge",
+    "OpenAIJudge",
     "RelevantPremises",
     "SelectingBackbone",
+    "ServerError",
+    "ServerResponseError",
     "StepTagPRM",
+    "VLLMPoolingPRM",
     "call_backbone",
     "load_backbone",
 ]

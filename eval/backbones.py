@@ -1,0 +1,87 @@
+"""Backbones by name for the harness: ``module:attr`` factories, and everything ``ares_rerank.load_backbone``
+knows (``"claimtrees-oracle"``, ``"default"`` once the shipped head exists, a hub id, a local model folder).
+
+The returned key names the backbone in cache paths; change the name (or pass ``--refresh``) when the model behind
+a name changes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any
+
+
+__all__ = ["CountingBackbone", "backbone_key", "resolve_backbone"]
+
+
+def _from_factory(spec: str) -> Any:
+    """``package.module:attr``: a backbone object, or a zero-argument callable that returns one."""
+    module_name, attr = spec.split(":", 1)
+    try:
+        obj = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"backbone={spec!r}: cannot import {attr!r} from {module_name!r} ({err}).") from err
+    is_instance = hasattr(obj, "entailment_probs") and not isinstance(obj, type)  # a class is a factory
+    return obj if is_instance else obj()
+
+
+def resolve_backbone(name: str, kind: str | None = None) -> Any:
+    """The backbone called ``name``.
+
+    Args:
+        name: ``"package.module:attr"`` (an object with ``entailment_probs``, or a factory / class returning one),
+            or anything ``ares_rerank.load_backbone`` accepts (``"claimtrees-oracle"``, ``"default"``, a hub id, a
+            local model folder).
+        kind: Backbone kind passed to ``load_backbone`` (``"nli"``, ``"prm"``, ``"judge"``, ...); ``None`` = infer.
+
+    Returns:
+        An object with ``entailment_probs(premises, hypotheses)``.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"backbone={name!r} must be a non-empty string, e.g. 'claimtrees-oracle'.")
+    if re.fullmatch(r"[\w.]+:\w+", name):
+        backbone = _from_factory(name)
+    else:
+        from ares_rerank import load_backbone
+
+        backbone = load_backbone(name, kind=kind)
+    if not hasattr(backbone, "entailment_probs"):
+        raise TypeError(f"backbone={name!r} resolved to {type(backbone).__name__}, which has no entailment_probs().")
+    return backbone
+
+
+def backbone_key(name: str, kind: str | None = None) -> str:
+    """A file-name-safe key for ``name`` (and ``kind``), used in cache paths."""
+    raw = name + (f"-{kind}" if kind else "")
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", raw).strip("_.")[:120] or "backbone"
+
+
+class CountingBackbone:
+    """Wraps a backbone and counts what reaches it: calls and (premises, hypothesis) pairs.
+
+    Keeps ``chain_step_probs`` when the wrapped backbone has it (whole-chain baselines).
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls = 0
+        self.pairs = 0
+        if hasattr(inner, "chain_step_probs"):
+            self.chain_step_probs = self._chain_step_probs
+
+    def entailment_probs(self, premises, hypotheses):  # noqa: ANN001, ANN201 - the Backbone protocol
+        self.calls += 1
+        self.pairs += len(hypotheses)
+        return self.inner.entailment_probs(premises, hypotheses)
+
+    def _chain_step_probs(self, base_claims, steps):  # noqa: ANN001, ANN201
+        self.calls += 1
+        self.pairs += len(steps)
+        return self.inner.chain_step_probs(base_claims, steps)
+
+    def reset(self) -> None:
+        self.calls = self.pairs = 0
+
+    def __repr__(self) -> str:
+        return f"CountingBackbone({self.inner!r})"

@@ -1,0 +1,110 @@
+"""Performance benchmark (a script, not a test): ARES against Entail-Prev on the same chains and backbone.
+
+    python -m eval.bench_perf --task claimtrees --length 10 --n 100 --backbone claimtrees-oracle
+    python -m eval.bench_perf --task claimtrees --length 10 --n 100 --backbone default   # the shipped head
+
+Reports, per method: wall time (best of ``--repeats``), backbone calls and (premises, hypothesis) pairs, steps
+scored per second; for ARES the pairs per Hoeffding budget ``pairs / sum(m * N(m))`` and its wall-time ratio to
+Entail-Prev. Nothing is cached. Numbers depend on the machine: report it with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from ares_rerank.chain import Chain
+from ares_rerank.estimator import AresConfig, sample_size
+from ares_rerank.scoring import score_chains
+
+from .backbones import CountingBackbone, resolve_backbone
+from .report import METHOD_NAMES, markdown_table
+
+
+__all__ = ["benchmark", "main", "perf_markdown"]
+
+
+def benchmark(
+    chains: Sequence[Chain], backbone: Any, methods: Sequence[str] = ("ares", "entail-prev"),
+    config: AresConfig | None = None, repeats: int = 3,
+) -> dict[str, Any]:
+    """Time each method on ``chains`` (best of ``repeats``) and count what reaches the backbone.
+
+    Returns:
+        ``{"num_chains", "num_steps", "budget_pairs", "methods": {method: {"seconds", "calls", "pairs",
+        "steps_per_second", "pairs_per_budget"}}, "ares_over_entail_prev"}``.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats={repeats!r} must be >= 1.")
+    config = config or AresConfig()
+    num_steps = sum(c.num_steps for c in chains)
+    budget = sum(c.num_steps * sample_size(c.num_steps, config.eps, config.delta) for c in chains)
+    out: dict[str, Any] = {"num_chains": len(chains), "num_steps": num_steps, "budget_pairs": budget, "methods": {}}
+    for method in methods:
+        best = float("inf")
+        for _ in range(repeats):
+            counter = CountingBackbone(backbone)
+            start = time.perf_counter()
+            score_chains(chains, counter, method, config)
+            best = min(best, time.perf_counter() - start)
+        out["methods"][method] = {
+            "seconds": best, "calls": counter.calls, "pairs": counter.pairs,
+            "steps_per_second": num_steps / best if best > 0 else float("inf"),
+            "pairs_per_budget": counter.pairs / budget,
+        }
+    if "ares" in out["methods"] and "entail-prev" in out["methods"]:
+        out["ares_over_entail_prev"] = out["methods"]["ares"]["seconds"] / out["methods"]["entail-prev"]["seconds"]
+    return out
+
+
+def perf_markdown(result: dict[str, Any]) -> str:
+    """One row per method: seconds, steps/s, backbone calls, pairs, pairs / (m N)."""
+    rows = [
+        [METHOD_NAMES.get(m, m), f"{r['seconds']:.3f}", f"{r['steps_per_second']:.0f}", r["calls"], r["pairs"],
+         f"{r['pairs_per_budget']:.4f}"]
+        for m, r in result["methods"].items()
+    ]
+    table = markdown_table(["Method", "wall s", "steps / s", "backbone calls", "pairs", "pairs / (m N)"], rows)
+    ratio = result.get("ares_over_entail_prev")
+    tail = f"\n\nARES / Entail-Prev wall time: {ratio:.2f}x" if ratio is not None else ""
+    return table + tail
+
+
+def machine_description() -> str:
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from ares_rerank.commands.eval import add_arguments
+
+    from .runner import config_from_args, task_options
+    from .tasks import load_task
+
+    parser = argparse.ArgumentParser(prog="python -m eval.bench_perf", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    parser.set_defaults(methods="ares,entail-prev")
+    parser.add_argument("--repeats", type=int, default=3, help="Time each method this many times; keep the best.")
+    parser.add_argument("--json", default=None, help="Also write the figures to this JSON file.")
+    args = parser.parse_args(argv)
+    task = load_task(args.task, **task_options(args))
+    backbone = resolve_backbone(args.backbone, args.kind)
+    config = config_from_args(args)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    result = benchmark(task.chains, backbone, methods, config, args.repeats)
+    result.update({"task": task.name, "backbone": args.backbone, "machine": machine_description(), "prior": args.prior})
+    print(f"{task.name}, N = {result['num_chains']} chains ({result['num_steps']} steps), backbone "
+          f"{args.backbone}, ARES p = {args.prior}, eps = delta = {args.eps}/{args.delta}; {result['machine']}\n")
+    print(perf_markdown(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,220 @@
+"""Run methods on a benchmark with one backbone: score (cached), then the paper's protocol; JSON + markdown out.
+
+    python -m eval.runner --task claimtrees --length 10 --n 100 --backbone claimtrees-oracle \\
+        --methods ares,entail-prev,entail-base,roscoe-li-self,roscoe-li-source,receval-inter
+
+The same options as ``ares-rerank eval`` (defined once, in :mod:`ares_rerank.commands.eval`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Sequence
+
+from ares_rerank.chain import Chain, ChainScores
+from ares_rerank.estimator import AresConfig
+from ares_rerank.scoring import METHODS, score_chains
+
+from .backbones import CountingBackbone, backbone_key, resolve_backbone
+from .cache import ScoreCache, method_key
+from .protocol import best_of_2, cross_validate, fold_prevalences, processbench_cv, sample_efficiency
+from .report import results_markdown
+from .tasks import TaskData, load_task
+
+
+__all__ = ["config_from_args", "evaluate", "main", "run_from_args", "score_cached", "task_options"]
+
+DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "results" / "raw"
+
+
+def score_cached(
+    chains: Sequence[Chain],
+    backbone: Any,
+    method: str,
+    config: AresConfig,
+    *,
+    cache: ScoreCache | None = None,
+    cache_path: tuple[str, str] = ("task", "backbone"),
+    refresh: bool = False,
+    batch_size: int = 32,
+    progress: bool = True,
+) -> tuple[list[ChainScores], dict[str, float]]:
+    """Score ``chains`` with ``method``, reusing cached chains and caching new ones batch by batch.
+
+    Args:
+        chains: The chains (duplicates by text are scored once).
+        backbone: The backbone.
+        method: ``"ares"`` or a baseline name.
+        config: ARES settings (part of the cache key for ARES).
+        cache: Where scores are cached; ``None`` = no cache.
+        cache_path: ``(task_key, backbone_key)`` naming the cache file together with the method.
+        refresh: Ignore cached scores (and overwrite them).
+        batch_size: Chains per :func:`score_chains` call; all chains of a batch share backbone waves.
+        progress: Show a tqdm bar.
+
+    Returns:
+        ``(scores in chain order, stats)``; stats: ``cached`` / ``scored`` chains, backbone ``calls`` / ``pairs``,
+        scoring ``seconds`` (backbone included, cache reads excluded).
+    """
+    from tqdm.auto import tqdm
+
+    mkey = method_key(method, config)
+    entries = {} if cache is None or refresh else cache.load(*cache_path, mkey)
+    found: dict[str, ChainScores] = {}
+    todo: dict[str, Chain] = {}
+    for chain in chains:
+        fp = chain.fingerprint()
+        hit = cache.lookup(entries, chain) if cache is not None and not refresh else None
+        if hit is not None:
+            found[fp] = hit
+        elif fp not in todo:
+            todo[fp] = chain
+    counter = CountingBackbone(backbone)
+    pending = list(todo.items())
+    start = time.perf_counter()
+    bar = tqdm(total=len(pending), desc=f"{method}", unit="chain", disable=not progress or not pending, leave=False)
+    for i in range(0, len(pending), batch_size):
+        batch = pending[i:i + batch_size]
+        new = dict(zip((fp for fp, _ in batch), score_chains([c for _, c in batch], counter, method, config)))
+        found.update(new)
+        if cache is not None:
+            cache.save(*cache_path, mkey, new)
+        bar.update(len(batch))
+    bar.close()
+    seconds = time.perf_counter() - start
+    out = [_with_id(found[chain.fingerprint()], chain) for chain in chains]
+    stats = {"cached": len(chains) - len(pending), "scored": len(pending), "calls": counter.calls,
+             "pairs": counter.pairs, "seconds": seconds}
+    return out, stats
+
+
+def _with_id(scores: ChainScores, chain: Chain) -> ChainScores:
+    return scores if scores.chain_id == chain.id else ChainScores(**{**scores.to_dict(), "chain_id": chain.id})
+
+
+def summarize(task: TaskData, method: str, scores: list[ChainScores], twin_scores: list[ChainScores] | None,
+              config: AresConfig) -> dict[str, Any]:
+    """Every metric the task supports for one method's scores."""
+    steps = [s.step_scores for s in scores]
+    out: dict[str, Any] = {"method": method, "macro": cross_validate(steps, [c.labels for c in task.chains]).to_dict()}
+    out["evaluations_per_chain"] = sum(s.evaluations for s in scores) / len(scores)
+    if task.first_errors is not None and -1 in task.first_errors and any(e != -1 for e in task.first_errors):
+        out["processbench"] = processbench_cv(steps, task.first_errors)  # needs correct and erroneous chains
+    if twin_scores is not None:
+        sound = [s.step_scores for s in twin_scores]
+        out["best_of_2"] = {"step_avg": best_of_2(sound, steps, "mean"), "final_step": best_of_2(sound, steps, "final")}
+    if method == "ares":
+        out["efficiency"] = sample_efficiency(scores, config.eps, config.delta)
+        out["modes"] = {m: sum(s.mode == m for s in scores) for m in ("exact", "sample")}
+    return out
+
+
+def evaluate(
+    task: TaskData,
+    backbone: Any,
+    methods: Sequence[str],
+    config: AresConfig | None = None,
+    *,
+    backbone_name: str = "backbone",
+    cache: ScoreCache | None = None,
+    refresh: bool = False,
+    batch_size: int = 32,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Score ``task`` with every method and apply the protocol.
+
+    Args:
+        task: Labelled chains (and twins for best-of-2).
+        backbone: The backbone object.
+        methods: ``"ares"`` and/or baseline names.
+        config: ARES settings (default ``AresConfig()``: p = 1, eps = delta = 0.1, auto mode).
+        backbone_name: Names the backbone in the results and the cache.
+        cache, refresh, batch_size, progress: See :func:`score_cached`.
+
+    Returns:
+        A JSON-ready dict: task, backbone, config, fold prevalences, and per method the macro P/R/F1 with
+        bootstrap SEs and folds, ProcessBench's metric, best-of-2 (when the task has twins), ARES's sample
+        efficiency, and the scoring stats (cached / scored chains, backbone calls, seconds).
+    """
+    config = config or AresConfig()
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise ValueError(f"methods={list(methods)!r}: unknown {unknown}; use some of {list(METHODS)}.")
+    chains = list(task.chains) + list(task.twins or [])
+    results: dict[str, Any] = {
+        "task": {"name": task.name, "key": task.key, "info": task.info, "num_chains": len(task.chains),
+                 "num_steps": sum(c.num_steps for c in task.chains)},
+        "backbone": backbone_name,
+        "config": asdict(config),
+        "fold_prevalence": fold_prevalences([c.labels for c in task.chains]),
+        "methods": {},
+        "environment": {"python": platform.python_version(), "machine": platform.machine()},
+    }
+    for method in methods:
+        scores, stats = score_cached(
+            chains, backbone, method, config, cache=cache, cache_path=(task.key, backbone_key(backbone_name)),
+            refresh=refresh, batch_size=batch_size, progress=progress,
+        )
+        main_scores, twin_scores = scores[: len(task.chains)], scores[len(task.chains):] or None
+        results["methods"][method] = {**summarize(task, method, main_scores, twin_scores, config), "stats": stats}
+    return results
+
+
+def task_options(args: argparse.Namespace) -> dict[str, Any]:
+    split_list = lambda v: [x.strip() for x in v.split(",") if x.strip()] if v else None  # noqa: E731
+    return {
+        "n": args.n, "start": args.start, "length": args.length, "variant": args.variant, "sources": args.sources,
+        "depth": args.depth, "valid": args.valid, "inserted": args.inserted, "paper_compat": args.paper_compat,
+        "path": args.path, "data_dir": args.data_dir, "split": args.split,
+        "classifications": split_list(args.classifications), "tasks": split_list(args.tasks),
+        "labels": args.labels, "question": args.question, "out_of_range": args.out_of_range,
+    }
+
+
+def config_from_args(args: argparse.Namespace) -> AresConfig:
+    """The ARES settings given on the command line (options left out keep :class:`AresConfig`'s defaults)."""
+    extra = {} if args.prune_mass is None else {"prune_mass": args.prune_mass}
+    return AresConfig(eps=args.eps, delta=args.delta, prior=args.prior, mode=args.mode, seed=args.seed,
+                      max_masks=args.max_masks, **extra)
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """Run the harness for parsed options; writes ``<out>/<name>.json`` and ``.md`` and prints the table."""
+    task = load_task(args.task, **task_options(args))
+    backbone = resolve_backbone(args.backbone, args.kind)
+    config = config_from_args(args)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    cache = None if args.no_cache else ScoreCache(args.cache_dir) if args.cache_dir else ScoreCache()
+    results = evaluate(task, backbone, methods, config, backbone_name=args.backbone, cache=cache,
+                       refresh=args.refresh, batch_size=args.batch_size, progress=not args.no_progress)
+    out_dir = Path(args.out) if args.out else DEFAULT_OUT_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = args.name or f"{task.key}__{backbone_key(args.backbone, args.kind)}"
+    table = results_markdown(results)
+    (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
+    (out_dir / f"{stem}.md").write_text(table + "\n", encoding="utf-8")
+    print(table)
+    print(f"\nwrote {out_dir / stem}.json and .md")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ares_rerank.commands.eval import add_arguments
+
+    parser = argparse.ArgumentParser(prog="python -m eval.runner", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_from_args(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

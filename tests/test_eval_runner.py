@@ -1,0 +1,132 @@
+"""The runner end to end on small oracle runs, the score cache, the CLI entry points, plots and the perf script."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ares_rerank.backbones.base import FunctionBackbone
+from ares_rerank.backbones.oracle import ClaimTreesOracle
+from ares_rerank.cli import main as cli_main
+from ares_rerank.estimator import AresConfig
+from eval.bench_perf import benchmark
+from eval.cache import ScoreCache, method_key
+from eval.runner import evaluate, main as runner_main, score_cached
+from eval.tasks import load_task
+
+
+class CountingOracle:
+    """The rule oracle, counting the pairs it judges."""
+
+    def __init__(self) -> None:
+        self.oracle, self.pairs = ClaimTreesOracle(), 0
+
+    def entailment_probs(self, premises, hypotheses):
+        self.pairs += len(hypotheses)
+        return self.oracle.entailment_probs(premises, hypotheses)
+
+
+def test_runner_end_to_end_writes_json_and_markdown(tmp_path, capsys):
+    argv = ["--task", "claimtrees", "--length", "5", "--n", "10", "--backbone", "claimtrees-oracle",
+            "--methods", "ares,entail-prev", "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"),
+            "--name", "run", "--no-progress"]
+    assert runner_main(argv) == 0
+    results = json.loads((tmp_path / "out" / "run.json").read_text())
+    ares, prev = results["methods"]["ares"], results["methods"]["entail-prev"]
+    assert ares["macro"]["f1"] == 1.0 and len(ares["macro"]["folds"]) == 5  # perfect oracle + ARES p=1: exact
+    assert prev["macro"]["f1"] < 0.9  # propagation: later steps entailed by earlier unsound ones
+    assert ares["efficiency"]["ratio_per_chain"] == pytest.approx(1 / 220)  # one evaluation per step, N(4) = 220
+    assert results["task"]["num_chains"] == 10 and len(results["fold_prevalence"]) == 5
+    table = (tmp_path / "out" / "run.md").read_text()
+    assert "| ARES | 1.000 ± 0.000 |" in table and "Entail-Prev" in table
+    assert "| ARES |" in capsys.readouterr().out
+    # The cache now holds both methods; a second run scores nothing.
+    assert runner_main(argv) == 0
+    again = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert again["methods"]["ares"]["stats"]["scored"] == 0 and again["methods"]["ares"]["stats"]["cached"] == 10
+    assert again["methods"]["ares"]["macro"] == results["methods"]["ares"]["macro"]
+
+
+def test_cache_reuses_chains_and_scores_only_new_ones(tmp_path):
+    cache, backbone, config = ScoreCache(tmp_path), CountingOracle(), AresConfig()
+    chains = load_task("claimtrees", n=6, length=5).chains
+    first, stats = score_cached(chains[:4], backbone, "ares", config, cache=cache, progress=False)
+    assert stats["scored"] == 4 and backbone.pairs == 16
+    again, stats = score_cached(chains, backbone, "ares", config, cache=cache, progress=False)
+    assert stats == {**stats, "cached": 4, "scored": 2} and backbone.pairs == 16 + 8
+    assert [s.step_scores for s in again[:4]] == [s.step_scores for s in first]
+    assert [s.chain_id for s in again] == [c.id for c in chains]
+    # Another method or other ARES settings get their own file; refresh re-scores.
+    _, stats = score_cached(chains, backbone, "ares", AresConfig(prior=0.95), cache=cache, progress=False)
+    assert stats["scored"] == 6
+    _, stats = score_cached(chains, backbone, "ares", config, cache=cache, refresh=True, progress=False)
+    assert stats["scored"] == 6 and stats["cached"] == 0
+    assert cache.path("task", "backbone", method_key("ares", config)).is_file()
+    assert method_key("ares", AresConfig(prior=0.95)) != method_key("ares", config)
+
+
+def test_best_of_2_and_processbench_through_evaluate():
+    constant = FunctionBackbone(lambda premises, hypotheses: [0.5] * len(hypotheses), name="constant")  # exact in binary: equal means
+    prm = load_task("prmbench", n=6)
+    res = evaluate(prm, constant, ["entail-prev"], backbone_name="constant", progress=False)
+    bo2 = res["methods"]["entail-prev"]["best_of_2"]
+    assert bo2["step_avg"]["accuracy"] == 0.0 and bo2["step_avg"]["ties"] == 6  # ties count as wrong
+    assert "processbench" not in res["methods"]["entail-prev"]  # every modified chain has an error
+    bbm = load_task("bbm", tasks=["multistep_arithmetic"], n=40)
+    assert -1 in bbm.first_errors
+    res = evaluate(bbm, constant, ["entail-base"], backbone_name="constant", progress=False)
+    pb = res["methods"]["entail-base"]["processbench"]
+    assert pb["correct_acc"] == 0.0 and pb["f1"] == 0.0  # a constant score flags step 0 of every chain
+
+
+def test_evaluate_rejects_unknown_methods():
+    task = load_task("claimtrees", n=5, length=5)
+    with pytest.raises(ValueError, match="unknown"):
+        evaluate(task, ClaimTreesOracle(), ["ares", "magic"], progress=False)
+
+
+def test_ares_rerank_eval_subcommand(tmp_path, capsys):
+    code = cli_main(["eval", "--task", "claimtrees", "--length", "5", "--n", "5", "--methods", "ares",
+                     "--out", str(tmp_path), "--no-cache", "--name", "cli", "--no-progress"])
+    assert code == 0 and (tmp_path / "cli.json").is_file()
+    assert "ClaimTrees-5" in capsys.readouterr().out
+
+
+def test_eval_subcommand_outside_a_checkout_says_so(tmp_path, monkeypatch):
+    import ares_rerank.commands.eval as command
+
+    monkeypatch.setattr(command, "__file__", str(tmp_path / "a" / "b" / "eval.py"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit, match="from a checkout"):
+        command.find_checkout()
+
+
+def test_backbone_names(tmp_path):
+    from eval.backbones import backbone_key, resolve_backbone
+
+    assert isinstance(resolve_backbone("claimtrees-oracle"), ClaimTreesOracle)
+    assert isinstance(resolve_backbone("ares_rerank.backbones.oracle:ClaimTreesOracle"), ClaimTreesOracle)
+    with pytest.raises(ValueError, match="cannot import"):
+        resolve_backbone("ares_rerank.nothing:Here")
+    assert backbone_key("some/model path", "nli") == "some_model_path-nli"
+
+
+def test_plots_write_pngs(tmp_path):
+    from eval.plots import plot_long_chains, plot_sample_efficiency, plot_step_scores
+
+    png = b"\x89PNG"
+    a = plot_long_chains({"ares": {5: (1.0, 0.0), 10: (0.9, 0.02)}}, tmp_path / "a.png", paper={"x": {5: 0.5}})
+    b = plot_step_scores({"ares": [1.0, 0.0]}, [0, 1], tmp_path / "b.png")
+    c = plot_sample_efficiency([("L=5", 4.0, 880.0)], tmp_path / "c.png")
+    assert all(p.read_bytes()[:4] == png for p in (a, b, c))
+
+
+def test_bench_perf_counts_backbone_work():
+    chains = load_task("claimtrees", n=5, length=5).chains
+    result = benchmark(chains, ClaimTreesOracle(), ("ares", "entail-prev"), AresConfig(), repeats=1)
+    ares, prev = result["methods"]["ares"], result["methods"]["entail-prev"]
+    assert (ares["calls"], ares["pairs"]) == (4, 20)  # one wave per step, one mask per chain and step
+    assert (prev["calls"], prev["pairs"]) == (1, 20)
+    assert ares["pairs_per_budget"] == pytest.approx(20 / (5 * 4 * 220))
+    assert result["ares_over_entail_prev"] > 0

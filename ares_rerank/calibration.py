@@ -1,0 +1,296 @@
+"""Calibration of an entailment head: temperature scaling (Guo et al., 2017), ECE and reliability diagrams.
+
+ARES multiplies backbone probabilities along a chain, so an over-confident head keeps unsound steps in the premise
+set and an under-confident one splits exact ARES into many masks. Temperature scaling divides the logits by one
+scalar ``T`` fitted on held-out pairs by minimizing the negative log-likelihood; it never changes which class wins,
+only how sure the head is.
+
+Everything here works on plain arrays: ``logits`` of shape ``(n, num_labels)`` (or ``(n,)`` binary logits, the
+log-odds of the positive class) and integer ``labels`` of shape ``(n,)``. ECE is measured on the probability that
+ARES consumes, P(entailment): pairs are binned by that probability and each bin's mean probability is compared
+with its share of entailed pairs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .backbones.loading import CALIBRATION_FILE, read_calibration
+
+
+__all__ = [
+    "CALIBRATION_FILE",
+    "CalibrationReport",
+    "calibrate",
+    "entailment_probs_from_logits",
+    "expected_calibration_error",
+    "fit_temperature",
+    "negative_log_likelihood",
+    "read_calibration",
+    "reliability_bins",
+    "reliability_diagram",
+    "write_calibration",
+]
+
+# Temperatures are searched in [T_MIN, T_MAX]: on a split the head gets entirely right the NLL keeps falling as
+# T -> 0, and an unbounded fit would return a numerically meaningless temperature.
+T_MIN, T_MAX = 0.05, 20.0
+
+
+def _as_logits(logits: Any, name: str = "logits") -> np.ndarray:
+    """``(n, C)`` float64 logits; ``(n,)`` binary log-odds become ``(n, 2)`` as ``[0, z]``."""
+    arr = np.asarray(logits, dtype=np.float64)
+    if arr.ndim == 1:
+        arr = np.stack([np.zeros_like(arr), arr], axis=1)
+    if arr.ndim != 2 or arr.shape[1] < 2 or arr.shape[0] == 0:
+        raise ValueError(
+            f"{name} has shape {np.shape(logits)}: pass (num_pairs, num_labels) logits with num_labels >= 2, or "
+            "(num_pairs,) binary log-odds, with at least one pair."
+        )
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite values: pass the raw finite logits of the head.")
+    return arr
+
+
+def _as_labels(labels: Any, n: int, num_labels: int) -> np.ndarray:
+    arr = np.asarray(labels)
+    if arr.shape != (n,):
+        raise ValueError(f"labels has shape {arr.shape}: pass one integer class index per pair, shape ({n},).")
+    if not np.issubdtype(arr.dtype, np.integer) and not np.all(arr == np.round(arr)):
+        raise TypeError(f"labels must be integer class indices, got dtype {arr.dtype}.")
+    arr = arr.astype(np.int64)
+    if arr.min() < 0 or arr.max() >= num_labels:
+        raise ValueError(f"labels contains {int(arr.min())}..{int(arr.max())}: class indices must lie in [0, {num_labels}).")
+    return arr
+
+
+def _log_softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+
+
+def negative_log_likelihood(logits: Any, labels: Any, temperature: float = 1.0) -> float:
+    """Mean NLL of ``labels`` under ``softmax(logits / temperature)``."""
+    z = _as_logits(logits)
+    y = _as_labels(labels, z.shape[0], z.shape[1])
+    if not temperature > 0:
+        raise ValueError(f"temperature={temperature!r} must be > 0.")
+    return float(-_log_softmax(z / temperature)[np.arange(z.shape[0]), y].mean())
+
+
+def fit_temperature(logits: Any, labels: Any, t_min: float = T_MIN, t_max: float = T_MAX) -> float:
+    """The temperature that minimizes the NLL of held-out ``labels`` under ``softmax(logits / T)``.
+
+    The NLL is convex in ``1 / T`` (a log-sum-exp of linear functions minus a linear one), hence unimodal in
+    ``log T``: a golden-section search over ``log T`` in ``[log t_min, log t_max]`` finds the minimum to ~1e-6
+    without extra dependencies and deterministically.
+
+    Args:
+        logits: ``(n, num_labels)`` logits or ``(n,)`` binary log-odds of held-out pairs.
+        labels: ``(n,)`` class indices.
+        t_min, t_max: Search interval (the fit is clipped to it).
+
+    Returns:
+        The fitted temperature ``T``; divide logits by it before the softmax.
+    """
+    z = _as_logits(logits)
+    y = _as_labels(labels, z.shape[0], z.shape[1])
+    if not 0 < t_min < t_max:
+        raise ValueError(f"fit_temperature needs 0 < t_min < t_max, got t_min={t_min!r}, t_max={t_max!r}.")
+    rows = np.arange(z.shape[0])
+
+    def nll(log_t: float) -> float:
+        return float(-_log_softmax(z / math.exp(log_t))[rows, y].mean())
+
+    lo, hi = math.log(t_min), math.log(t_max)
+    ratio = (math.sqrt(5.0) - 1.0) / 2.0
+    a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    fa, fb = nll(a), nll(b)
+    while hi - lo > 1e-7:
+        if fa <= fb:
+            hi, b, fb = b, a, fa
+            a = hi - ratio * (hi - lo)
+            fa = nll(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + ratio * (hi - lo)
+            fb = nll(b)
+    return float(math.exp((lo + hi) / 2.0))
+
+
+def entailment_probs_from_logits(logits: Any, positive_index: int = 1, temperature: float = 1.0) -> np.ndarray:
+    """P(entailment) per pair: ``softmax(logits / T)[:, positive_index]``, shape ``(n,)``."""
+    z = _as_logits(logits)
+    if not 0 <= positive_index < z.shape[1]:
+        raise ValueError(f"positive_index={positive_index!r} is not a class of {z.shape[1]}-way logits.")
+    if not temperature > 0:
+        raise ValueError(f"temperature={temperature!r} must be > 0.")
+    return np.exp(_log_softmax(z / temperature)[:, positive_index])
+
+
+def reliability_bins(probs: Any, labels: Any, n_bins: int = 15) -> dict[str, np.ndarray]:
+    """Equal-width bins of P(entailment): per bin the count, mean probability and share of entailed pairs.
+
+    Args:
+        probs: ``(n,)`` probabilities of the positive (entailed) class.
+        labels: ``(n,)`` 0/1, 1 = entailed.
+        n_bins: Number of equal-width bins over [0, 1].
+
+    Returns:
+        ``{"edges": (n_bins + 1,), "count": (n_bins,), "confidence": (n_bins,), "frequency": (n_bins,)}``; empty
+        bins have count 0 and NaN means.
+    """
+    p = np.asarray(probs, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.float64)
+    if p.ndim != 1 or p.shape != y.shape or p.size == 0:
+        raise ValueError(f"probs {p.shape} and labels {y.shape} must be 1-D, non-empty and of the same length.")
+    if np.any((p < 0) | (p > 1)) or not np.all(np.isin(y, (0.0, 1.0))):
+        raise ValueError("probs must lie in [0, 1] and labels must be 0 or 1 (1 = entailed).")
+    if not isinstance(n_bins, int) or n_bins < 1:
+        raise ValueError(f"n_bins={n_bins!r} must be a positive integer, e.g. 15.")
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    which = np.clip(np.digitize(p, edges[1:-1], right=True), 0, n_bins - 1)
+    count = np.bincount(which, minlength=n_bins).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        confidence = np.bincount(which, weights=p, minlength=n_bins) / count
+        frequency = np.bincount(which, weights=y, minlength=n_bins) / count
+    return {"edges": edges, "count": count, "confidence": confidence, "frequency": frequency}
+
+
+def expected_calibration_error(probs: Any, labels: Any, n_bins: int = 15) -> float:
+    """ECE of P(entailment): ``sum_b |B_b| / n * |mean p in b - share entailed in b|`` over equal-width bins."""
+    bins = reliability_bins(probs, labels, n_bins)
+    full = bins["count"] > 0
+    gaps = np.abs(bins["confidence"][full] - bins["frequency"][full])
+    return float((bins["count"][full] * gaps).sum() / bins["count"].sum())
+
+
+@dataclass
+class CalibrationReport:
+    """A fitted temperature and what it did on the held-out pairs it was measured on."""
+
+    temperature: float
+    ece_before: float
+    ece_after: float
+    nll_before: float
+    nll_after: float
+    accuracy: float
+    num_pairs: int
+    n_bins: int = 15
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def calibrate(
+    logits: Any,
+    labels: Any,
+    positive_index: int = 1,
+    n_bins: int = 15,
+    temperature: float | None = None,
+) -> CalibrationReport:
+    """Fit a temperature on held-out pairs (unless one is given) and report ECE / NLL before and after.
+
+    Args:
+        logits: ``(n, num_labels)`` logits or ``(n,)`` binary log-odds.
+        labels: ``(n,)`` class indices; the entailed class is ``positive_index``.
+        positive_index: Index of the entailment class in the logits.
+        n_bins: Bins of the ECE.
+        temperature: Evaluate this temperature instead of fitting one (e.g. to measure a fitted head on a
+            different split).
+
+    Returns:
+        A :class:`CalibrationReport`.
+    """
+    z = _as_logits(logits)
+    y = _as_labels(labels, z.shape[0], z.shape[1])
+    t = fit_temperature(z, y) if temperature is None else float(temperature)
+    entailed = (y == positive_index).astype(np.int64)
+    before = entailment_probs_from_logits(z, positive_index)
+    after = entailment_probs_from_logits(z, positive_index, t)
+    return CalibrationReport(
+        temperature=t,
+        ece_before=expected_calibration_error(before, entailed, n_bins),
+        ece_after=expected_calibration_error(after, entailed, n_bins),
+        nll_before=negative_log_likelihood(z, y),
+        nll_after=negative_log_likelihood(z, y, t),
+        accuracy=float((z.argmax(axis=1) == y).mean()),
+        num_pairs=int(z.shape[0]),
+        n_bins=n_bins,
+    )
+
+
+def reliability_diagram(
+    probs_before: Any,
+    labels: Any,
+    path: str | Path,
+    probs_after: Any | None = None,
+    n_bins: int = 15,
+    title: str = "Reliability of P(entailment)",
+) -> Path:
+    """Save a reliability diagram (PNG): share of entailed pairs against mean P(entailment) per bin.
+
+    Args:
+        probs_before: ``(n,)`` P(entailment) before temperature scaling.
+        labels: ``(n,)`` 0/1, 1 = entailed.
+        path: Where to write the PNG (parent folders are created).
+        probs_after: Optional ``(n,)`` probabilities after scaling, drawn beside the first.
+        n_bins: Equal-width bins.
+        title: Figure title.
+
+    Returns:
+        The written path.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = [("before", probs_before)] + ([("after", probs_after)] if probs_after is not None else [])
+    fig, axes = plt.subplots(1, len(series), figsize=(4.2 * len(series), 4.2), squeeze=False)
+    for ax, (name, probs) in zip(axes[0], series):
+        bins = reliability_bins(probs, labels, n_bins)
+        full = bins["count"] > 0
+        width = 1.0 / n_bins
+        ax.bar(bins["edges"][:-1][full], bins["frequency"][full], width=width, align="edge",
+               edgecolor="black", alpha=0.7, label="share entailed")
+        ax.plot([0, 1], [0, 1], "k--", linewidth=1, label="perfect calibration")
+        ece = expected_calibration_error(probs, labels, n_bins)
+        ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="mean P(entailment) in bin", ylabel="share entailed",
+               title=f"{name}: ECE {ece:.4f}")
+        ax.legend(loc="upper left", fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def write_calibration(directory: str | Path, values: dict[str, Any]) -> Path:
+    """Write (or update) ``ares_calibration.json`` in ``directory``; existing keys not in ``values`` are kept.
+
+    Args:
+        directory: The model / adapter folder the calibration belongs to.
+        values: At least ``"temperature"`` (> 0); anything else JSON-serializable (ECE, base model, selection...).
+
+    Returns:
+        The path of the JSON file.
+    """
+    t = values.get("temperature")
+    if not isinstance(t, (int, float)) or isinstance(t, bool) or not (t > 0 and math.isfinite(t)):
+        raise ValueError(f"write_calibration(values=...) needs a finite 'temperature' > 0, got {t!r}.")
+    path = Path(directory) / CALIBRATION_FILE
+    merged = read_calibration(directory)
+    merged.update(values)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+

@@ -1,0 +1,141 @@
+"""Temperature scaling, ECE and the reliability diagram (ares_rerank.calibration)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ares_rerank.calibration import (
+    CALIBRATION_FILE,
+    calibrate,
+    entailment_probs_from_logits,
+    expected_calibration_error,
+    fit_temperature,
+    negative_log_likelihood,
+    read_calibration,
+    reliability_bins,
+    reliability_diagram,
+    write_calibration,
+)
+
+
+def _overconfident(n: int = 4000, scale: float = 4.0, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Labels drawn from sigmoid(z); the head reports scale * z (over-confident by ``scale``)."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(0.0, 2.0, size=n)
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-z))).astype(int)
+    return np.stack([np.zeros(n), scale * z], axis=1), y
+
+
+def test_fit_temperature_recovers_the_overconfidence_factor():
+    logits, labels = _overconfident(scale=4.0)
+    t = fit_temperature(logits, labels)
+    assert t == pytest.approx(4.0, rel=0.1)
+    # The fitted temperature is the NLL minimum: nearby temperatures are worse.
+    nll = negative_log_likelihood(logits, labels, t)
+    assert nll < negative_log_likelihood(logits, labels, 0.8 * t)
+    assert nll < negative_log_likelihood(logits, labels, 1.25 * t)
+
+
+def test_binary_logodds_equal_two_column_logits():
+    logits, labels = _overconfident(n=500)
+    assert fit_temperature(logits[:, 1], labels) == pytest.approx(fit_temperature(logits, labels), rel=1e-6)
+
+
+def test_calibrate_lowers_ece_and_nll_and_keeps_accuracy():
+    logits, labels = _overconfident(scale=5.0, seed=1)
+    report = calibrate(logits, labels)
+    assert report.ece_after < report.ece_before / 3
+    assert report.nll_after < report.nll_before
+    assert report.accuracy == pytest.approx(float((logits.argmax(1) == labels).mean()))
+    assert report.num_pairs == len(labels)
+    fixed = calibrate(logits, labels, temperature=1.0)
+    assert fixed.temperature == 1.0 and fixed.ece_after == pytest.approx(fixed.ece_before)
+
+
+def test_three_way_logits_use_the_positive_index():
+    rng = np.random.default_rng(2)
+    logits = rng.normal(size=(300, 3)) * 3
+    labels = rng.integers(0, 3, size=300)
+    probs = entailment_probs_from_logits(logits, positive_index=2, temperature=2.0)
+    expected = np.exp(logits[:, 2] / 2) / np.exp(logits / 2).sum(1)
+    np.testing.assert_allclose(probs, expected, rtol=1e-10)
+    assert calibrate(logits, labels, positive_index=2).temperature > 1.0  # random logits: soften
+
+
+def test_ece_matches_a_hand_computed_example():
+    probs = np.array([0.05, 0.1, 0.9, 0.95, 0.6])
+    labels = np.array([0, 0, 1, 0, 1])
+    # 5 bins: [0, .2] holds .05, .1 (mean .075, share 0); (.4, .6] holds .6 (share 1); (.8, 1] holds .9, .95 (share .5)
+    expected = (2 * 0.075 + 1 * 0.4 + 2 * abs(0.925 - 0.5)) / 5
+    assert expected_calibration_error(probs, labels, n_bins=5) == pytest.approx(expected)
+    bins = reliability_bins(probs, labels, n_bins=5)
+    assert bins["count"].tolist() == [2, 0, 1, 0, 2]
+
+
+def test_perfectly_separated_data_hits_the_lower_bound_not_zero():
+    logits = np.array([[0.0, 3.0], [0.0, -3.0]] * 10)
+    labels = np.array([1, 0] * 10)
+    assert fit_temperature(logits, labels) == pytest.approx(0.05, rel=1e-3)
+
+
+def test_bad_inputs_name_the_problem():
+    with pytest.raises(ValueError, match="labels has shape"):
+        fit_temperature(np.zeros((3, 2)), [0, 1])
+    with pytest.raises(ValueError, match="class indices"):
+        fit_temperature(np.zeros((2, 2)), [0, 2])
+    with pytest.raises(ValueError, match="NaN"):
+        fit_temperature(np.array([[0.0, np.nan]]), [1])
+    with pytest.raises(ValueError, match="probs must lie"):
+        expected_calibration_error([1.5], [1])
+    with pytest.raises(ValueError, match="temperature"):
+        write_calibration("/tmp", {"temperature": -1})
+
+
+def test_reliability_diagram_writes_a_png(tmp_path):
+    logits, labels = _overconfident(n=300)
+    report = calibrate(logits, labels)
+    path = reliability_diagram(
+        entailment_probs_from_logits(logits), labels, tmp_path / "plots" / "rel.png",
+        probs_after=entailment_probs_from_logits(logits, temperature=report.temperature),
+    )
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_write_calibration_merges_and_reads_back(tmp_path):
+    write_calibration(tmp_path, {"temperature": 2.0, "label": "entailment"})
+    write_calibration(tmp_path, {"temperature": 1.5, "ece_after": 0.01})
+    data = json.loads((tmp_path / CALIBRATION_FILE).read_text())
+    assert data == {"temperature": 1.5, "label": "entailment", "ece_after": 0.01}
+    assert read_calibration(tmp_path) == data
+    assert read_calibration(tmp_path / "missing") == {}
+
+
+def test_calibrate_command_fits_writes_and_the_loader_applies_the_temperature(tmp_path, tiny_nli_path):
+    import shutil
+
+    from ares_rerank.backbones.loading import load_backbone
+    from ares_rerank.cli import main
+    from ares_rerank.data import load_claimtrees
+
+    folder = shutil.copytree(tiny_nli_path, tmp_path / "head")
+    chains = load_claimtrees(4, 5)
+    rows = [{"premises": list(c.base_claims), "hypothesis": s, "label": 1 - y}
+            for c in chains for s, y in zip(c.steps, c.labels)]
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+    assert main(["calibrate", str(folder), "--pairs", str(pairs), "--evaluate-only"]) == 0
+    assert not (folder / CALIBRATION_FILE).exists()  # evaluate-only writes nothing
+    assert main(["calibrate", str(folder), "--pairs", str(pairs), "--plot", str(tmp_path / "rel.png")]) == 0
+    saved = read_calibration(folder)
+    head = load_backbone(folder, kind="nli", device="cpu")
+    premises, hypotheses = [r["premises"] for r in rows], [r["hypothesis"] for r in rows]
+    logits = head.logits(premises, hypotheses)
+    assert saved["temperature"] == pytest.approx(fit_temperature(logits, [r["label"] for r in rows]))
+    assert head.temperature == pytest.approx(saved["temperature"])
+    np.testing.assert_allclose(head.entailment_probs(premises, hypotheses),
+                               entailment_probs_from_logits(logits, 1, saved["temperature"]), atol=1e-6)
+    assert (tmp_path / "rel.png").is_file()

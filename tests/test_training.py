@@ -1,0 +1,202 @@
+"""Training data (mix, pairs, split by chain), head training + save/reload, PRM-head training (tiny models)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from ares_rerank.backbones.oracle import ClaimTreesOracle
+from ares_rerank.backbones.selection import apply_selector, get_selector
+from ares_rerank.chain import Chain
+from ares_rerank.data import load_claimtrees
+from training.mix import HELDOUT_TEMPLATES, MixArguments, random_names, rename_states, templates_of, training_chains
+from training.pairs import build_pairs, chain_pairs, pairs_dataset, split_chains, subset_masks
+
+
+def _oracle(chain: Chain) -> ClaimTreesOracle:
+    return ClaimTreesOracle(templates_of(chain))
+
+
+@pytest.fixture(scope="module")
+def mix_chains() -> list[Chain]:
+    return training_chains(MixArguments(num_chains=60, mix_seed=3))
+
+
+def test_split_puts_no_chain_id_on_both_sides(mix_chains):
+    parts = split_chains(mix_chains, {"val": 0.2, "test": 0.2}, seed=1)
+    ids = {name: {c.id for c in part} for name, part in parts.items()}
+    assert sum(len(v) for v in ids.values()) == len(mix_chains)
+    assert not ids["train"] & ids["val"] and not ids["train"] & ids["test"] and not ids["val"] & ids["test"]
+    assert len(ids["val"]) == len(ids["test"]) == 12
+    # The pairs of each split come only from that split's chains.
+    for name, part in parts.items():
+        rows = build_pairs(part, "relevant:8", _oracle, subsets_per_step=1)
+        assert {r["chain_id"] for r in rows} <= ids[name]
+
+
+def test_split_by_group_keeps_a_group_together():
+    chains = [Chain(["b"], ["s"], labels=[0], id=f"c{i}", meta={"recipe": f"r{i % 5}"}) for i in range(40)]
+    parts = split_chains(chains, {"test": 0.2}, seed=0, group=lambda c: c.meta["recipe"])
+    train_groups = {c.meta["recipe"] for c in parts["train"]}
+    test_groups = {c.meta["recipe"] for c in parts["test"]}
+    assert len(test_groups) == 1 and not train_groups & test_groups
+
+
+def test_split_rejects_duplicate_ids_and_bad_fractions():
+    twice = [Chain(["b"], ["s"], labels=[0], id="same")] * 2
+    with pytest.raises(ValueError, match="unique"):
+        split_chains(twice, {"test": 0.5})
+    with pytest.raises(ValueError, match="fractions"):
+        split_chains([Chain(["b"], ["s"], labels=[0], id="a")], {"train": 0.5})
+
+
+def test_training_mix_varies_names_templates_and_never_uses_heldout_ones(mix_chains):
+    assert len({c.meta["template"] for c in mix_chains}) == 4
+    assert len({c.meta["name_style"] for c in mix_chains}) == 4
+    assert not {c.meta["template"] for c in mix_chains} & set(HELDOUT_TEMPLATES)
+    names = {n for c in mix_chains for n in c.meta["names"]}
+    assert names and all(len(n) != 3 for n in names)  # 3-character names are held out
+    assert all(int(c.meta["variant"] != "") for c in mix_chains)
+    # Sound-prefix gold labels agree with the rule oracle after renaming and rewording.
+    for chain in mix_chains:
+        for k, step in enumerate(chain.steps):
+            sound = list(chain.base_claims) + [s for s, y in zip(chain.steps[:k], chain.labels[:k]) if y == 0]
+            assert _oracle(chain).entailment_probs([sound], [step])[0] == 1 - chain.labels[k]
+
+
+def test_rename_states_replaces_whole_names_only():
+    chain = load_claimtrees(1, 5)[0]
+    new = random_names(5, "word", random.Random(0))
+    renamed = rename_states(chain, new, suffix="-w")
+    assert renamed.id == chain.id + "-w" and renamed.labels == chain.labels
+    text = " ".join(renamed.claims)
+    assert not any(old in text.split() for old in chain.meta["names"])
+    assert "Rule:" in text and "derive" in text
+    with pytest.raises(ValueError, match="distinct names"):
+        rename_states(chain, ["A"] * 5)
+    with pytest.raises(ValueError, match="name style"):
+        random_names(3, "three", random.Random(0))
+
+
+def test_pairs_are_labelled_by_the_oracle_selected_and_deduplicated(mix_chains):
+    rows = build_pairs(mix_chains[:20], "relevant:8", _oracle, subsets_per_step=2, seed=0)
+    keys = [(tuple(r["premises"]), r["hypothesis"]) for r in rows]
+    assert len(keys) == len(set(keys))
+    assert {r["kind"] for r in rows} == {"sound_prefix", "full_prefix", "subset"}
+    assert 0.3 < np.mean([r["label"] for r in rows]) < 0.7
+    by_id = {c.id: c for c in mix_chains}
+    for r in rows:
+        chain = by_id[r["chain_id"]]
+        # Selection never changes the truth, so the oracle agrees on the selected premises too.
+        assert _oracle(chain).entailment_probs([r["premises"]], [r["hypothesis"]])[0] == r["label"]
+        if r["kind"] == "sound_prefix":
+            assert r["label"] == 1 - chain.labels[r["step"]]
+
+
+def test_pairs_premises_are_what_the_backbone_selects():
+    chain = load_claimtrees(1, 10, start=7)[0]
+    selector = get_selector("relevant:8")
+    rows = chain_pairs(chain, selector, None)
+    assert [r["kind"] for r in rows] == ["sound_prefix"] * chain.num_steps  # no oracle: sound prefixes only
+    for r in rows:
+        k = r["step"]
+        included = list(chain.base_claims) + [s for s, y in zip(chain.steps[:k], chain.labels[:k]) if y == 0]
+        assert r["premises"] == [included[i] for i in apply_selector(selector, included, r["hypothesis"])]
+
+
+def test_subset_masks_stay_before_the_step():
+    chain = load_claimtrees(1, 8)[0]
+    masks = subset_masks(chain, 3, 10, random.Random(0))
+    assert len(masks) == 10 and all(max(m, default=0) < chain.num_base + 3 for m in masks)
+    assert all(set(range(chain.num_base)) <= set(m) for m in masks[::2])  # prior-1 subsets keep the base claims
+
+
+def test_conflicting_labels_raise():
+    a = Chain(["x"], ["y"], labels=[0], id="a")
+    b = Chain(["x"], ["y"], labels=[1], id="b")
+    with pytest.raises(ValueError, match="conflicting labels"):
+        build_pairs([a, b], "all")
+
+
+def test_pairs_dataset_columns(mix_chains):
+    ds = pairs_dataset(build_pairs(mix_chains[:3], "relevant:8", _oracle, 1))
+    assert ds.column_names == ["chain_id", "step", "kind", "premises", "hypothesis", "label"]
+
+
+def test_parse_args_reads_yaml_and_lets_flags_override(tmp_path):
+    from training.train_head import parse_args
+
+    config = tmp_path / "c.yaml"
+    config.write_text("num_chains: 30\nlora_r: 4\nlearning_rate: 0.002\noutput_dir: %s\n" % tmp_path)
+    mix, args = parse_args([str(config), "--lora_r", "2"])
+    assert mix.num_chains == 30 and args.lora_r == 2 and args.learning_rate == 0.002
+    config.write_text("not_an_argument: 1\n")
+    with pytest.raises(ValueError, match="not_an_argument"):
+        parse_args([str(config)])
+
+
+def _tiny_args(tmp_path, base, **overrides):
+    from training.train_head import parse_args
+
+    flags = {"base_model": str(base), "output_dir": str(tmp_path / "run"), "num_chains": 24, "max_steps": 4,
+             "per_device_train_batch_size": 8, "eval_steps": 2, "save_steps": 2, "logging_steps": 1,
+             "max_length": 256, "lora_target_modules": "query value", "disable_tqdm": "true", **overrides}
+    argv = []
+    for key, value in flags.items():
+        argv += [f"--{key}", *str(value).split()]
+    return parse_args(argv)
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_tiny_head_trains_saves_and_reloads_with_identical_scores(tmp_path, tiny_nli_path, full):
+    from ares_rerank.backbones.nli import EntailmentHead
+    from training.train_head import train_head
+
+    mix, args = _tiny_args(tmp_path, tiny_nli_path, full_finetune=str(full).lower())
+    trained = train_head(mix, args)
+    folder = tmp_path / "run" / "head"
+    calibration = json.loads((folder / "ares_calibration.json").read_text())
+    assert calibration["temperature"] == pytest.approx(trained.calibration["temperature"])
+    assert calibration["premise_selection"] == "relevant:8" and calibration["test"]["num_pairs"] > 0
+    assert (folder / "adapter_config.json").is_file() != full
+    assert (tmp_path / "run" / "reliability_test.png").is_file()
+
+    chains = load_claimtrees(3, 5, start=50)
+    premises = [list(c.base_claims) for c in chains for _ in c.steps]
+    hypotheses = [s for c in chains for s in c.steps]
+    live = EntailmentHead(trained.model.eval(), trained.tokenizer, temperature=calibration["temperature"],
+                          premise_selection="relevant:8", max_length=256)
+    reloaded = EntailmentHead.from_pretrained(folder, premise_selection="relevant:8", max_length=256, device="cpu")
+    assert reloaded.temperature == pytest.approx(calibration["temperature"])
+    np.testing.assert_allclose(reloaded.entailment_probs(premises, hypotheses),
+                               live.entailment_probs(premises, hypotheses), rtol=0, atol=1e-6)
+
+
+def test_tiny_prm_head_trains_with_labels_only_on_step_tags(tmp_path, tiny_prm_path):
+    from ares_rerank.backbones.prm import StepTagPRM
+    from training.train_prm import PRMTrainingArguments, chain_rows, encode_rows, load_prm, train_prm
+
+    rows = chain_rows(load_claimtrees(6, 4))
+    (tmp_path / "rows.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    args = PRMTrainingArguments(model_name_or_path=str(tiny_prm_path), dataset=str(tmp_path / "rows.jsonl"),
+                                output_dir=str(tmp_path / "prm-run"), max_steps=3, per_device_train_batch_size=2,
+                                learning_rate=1e-2, logging_steps=1, disable_tqdm=True, save_strategy="no")
+    model, tokenizer = load_prm(args)
+    encoded = encode_rows(rows, model, tokenizer, args)
+    tag_id = tokenizer.convert_tokens_to_ids("<extra_0>")
+    for row, ids, labels in zip(rows, encoded["input_ids"], encoded["labels"]):
+        marked = [i for i, y in enumerate(labels) if y != -100]
+        assert marked == [i for i, t in enumerate(ids) if t == tag_id]  # one label per tag, nothing else
+        assert [labels[i] for i in marked] == [int(x) for x in row["labels"]]
+
+    before = {k: v.detach().clone() for k, v in model.named_parameters()}
+    model, tokenizer = train_prm(args)
+    assert any(not np.allclose(before[k].numpy(), v.detach().numpy()) for k, v in model.named_parameters())
+    chain = load_claimtrees(1, 5, start=90)[0]
+    live = StepTagPRM(model.eval(), tokenizer, cache_size=0)
+    reloaded = StepTagPRM.from_pretrained(tmp_path / "prm-run" / "prm", device="cpu")
+    np.testing.assert_allclose(reloaded.chain_step_probs(chain.base_claims, chain.steps),
+                               live.chain_step_probs(chain.base_claims, chain.steps), rtol=0, atol=1e-6)

@@ -1,0 +1,184 @@
+"""Entailment pairs from labelled chains, as ``datasets.Dataset`` rows, split by chain.
+
+Each step of a chain gives pairs ``(premises, hypothesis=step, label)`` with ``label = 1`` when the premises entail
+the step:
+
+- **sound prefix**: every base claim plus the earlier steps labelled sound; the label is the step's gold label
+  (``1 - unsound``). This is the input ARES gives a step when the earlier steps are judged correctly.
+- **full prefix** (needs an oracle): every earlier claim, sound or not (Entail-Prev's input).
+- **random subsets** (needs an oracle), ARES-style: half of the subsets keep every base claim (prior 1) and drop each
+  earlier step with a random rate; the other half keep every claim with one random rate. The label comes from the
+  oracle, which knows entailment for any subset: for ClaimTrees a step ``P -> Q`` is entailed iff its rule and its
+  precondition (the fact ``P`` or an included step concluding ``P``) are in the subset
+  (:class:`~ares_rerank.backbones.oracle.ClaimTreesOracle`).
+
+Chains without an oracle (e.g. PRMBench-style data, where only the gold step labels are known) give sound-prefix
+pairs only: nothing tells us whether a step follows from an arbitrary subset.
+
+Every premise list goes through the premise-selection stage the backbone uses at inference
+(:func:`~ares_rerank.backbones.selection.get_selector`), so training sees exactly what scoring will. Pairs are
+deduplicated on (selected premises, hypothesis) within a split. Chains are split by id **before** any pair is built
+(:func:`split_chains`), so no chain contributes to two splits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import Any, Callable, Sequence
+
+from ares_rerank.backbones.base import Backbone, call_backbone
+from ares_rerank.backbones.selection import PremiseSelector, apply_selector, get_selector
+from ares_rerank.chain import Chain
+
+
+__all__ = ["PAIR_KINDS", "build_pairs", "chain_pairs", "pairs_dataset", "split_chains", "subset_masks"]
+
+PAIR_KINDS = ("sound_prefix", "full_prefix", "subset")
+OracleFor = Callable[[Chain], "Backbone | None"]
+
+
+def _stable_seed(*parts: Any) -> int:
+    return int(hashlib.sha256("\x00".join(map(str, parts)).encode()).hexdigest()[:15], 16)
+
+
+def split_chains(
+    chains: Sequence[Chain],
+    fractions: dict[str, float],
+    seed: int = 0,
+    group: Callable[[Chain], str] | None = None,
+) -> dict[str, list[Chain]]:
+    """Split chains by id (or by ``group(chain)``, e.g. the recipe) into named parts; ``"train"`` gets the rest.
+
+    Args:
+        chains: Chains with unique ids.
+        fractions: Share of groups per named split, e.g. ``{"val": 0.1, "test": 0.1}``.
+        seed: Seed of the shuffle of the groups.
+        group: The split unit; default the chain id. All chains of one group land in the same split.
+
+    Returns:
+        ``{"train": [...], **{name: [...]}}``, chains in input order within each split.
+    """
+    ids = [c.id for c in chains]
+    if any(i is None for i in ids) or len(set(ids)) != len(ids):
+        raise ValueError("split_chains needs chains with unique, non-None ids (the split unit): set Chain(id=...).")
+    if "train" in fractions or any(not 0 <= f < 1 for f in fractions.values()) or sum(fractions.values()) >= 1:
+        raise ValueError(f"fractions={fractions!r}: name the held-out splits (not 'train') with shares summing below 1.")
+    key = group or (lambda c: c.id)
+    groups = sorted({key(c) for c in chains})
+    random.Random(seed).shuffle(groups)
+    where: dict[str, str] = {}
+    start = 0
+    for name, share in fractions.items():
+        count = max(1, round(share * len(groups))) if share > 0 else 0
+        for g in groups[start:start + count]:
+            where[g] = name
+        start += count
+    out: dict[str, list[Chain]] = {"train": [], **{name: [] for name in fractions}}
+    for chain in chains:
+        out[where.get(key(chain), "train")].append(chain)
+    return out
+
+
+def subset_masks(chain: Chain, k: int, count: int, rng: random.Random) -> list[list[int]]:
+    """``count`` random subsets of the claims before step ``k`` (indices into ``chain.claims``), ARES-style."""
+    n = chain.num_base + k
+    masks = []
+    for j in range(count):
+        if j % 2 == 0:  # prior 1: all base claims, earlier steps dropped at a random rate
+            drop = rng.uniform(0.0, 0.6)
+            masks.append(list(range(chain.num_base)) + [i for i in range(chain.num_base, n) if rng.random() >= drop])
+        else:
+            keep = rng.uniform(0.4, 1.0)
+            masks.append([i for i in range(n) if rng.random() < keep])
+    return masks
+
+
+def chain_pairs(
+    chain: Chain,
+    selector: PremiseSelector,
+    oracle: Backbone | None = None,
+    subsets_per_step: int = 2,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """Every pair of one chain (before deduplication), with selected premises.
+
+    Args:
+        chain: A chain with gold step labels (1 = unsound).
+        selector: The premise-selection stage of the backbone the pairs are for.
+        oracle: A backbone that returns ground-truth 0/1 entailment for any premise subset of this chain; ``None``
+            gives sound-prefix pairs only.
+        subsets_per_step: Random subsets per step (with an oracle).
+        seed: Seed of the subsets (combined with the chain id).
+
+    Returns:
+        Rows ``{"chain_id", "step", "kind", "premises", "hypothesis", "label"}``; ``label`` 1 = entailed.
+    """
+    if chain.labels is None:
+        raise ValueError(f"chain {chain.id!r} has no labels: pairs need gold step labels (1 = unsound).")
+    rng = random.Random(_stable_seed(seed, chain.id))
+    claims = chain.claims
+    rows, questions = [], []
+    for k, step in enumerate(chain.steps):
+        sound = list(range(chain.num_base)) + [chain.num_base + j for j in range(k) if chain.labels[j] == 0]
+        masks = [("sound_prefix", sound)]
+        if oracle is not None:
+            masks.append(("full_prefix", list(range(chain.num_base + k))))
+            masks += [("subset", m) for m in subset_masks(chain, k, subsets_per_step, rng)]
+        for kind, mask in masks:
+            included = [claims[i] for i in mask]
+            selected = [included[i] for i in apply_selector(selector, included, step)]
+            rows.append({"chain_id": chain.id, "step": k, "kind": kind, "premises": selected, "hypothesis": step,
+                         "label": 1 - chain.labels[k]})
+            questions.append(included)
+    if oracle is not None:  # the oracle judges the full included set; selection never changes the truth
+        truth = call_backbone(oracle, questions, [r["hypothesis"] for r in rows])
+        for row, value in zip(rows, truth):
+            row["label"] = int(value >= 0.5)
+    return rows
+
+
+def build_pairs(
+    chains: Sequence[Chain],
+    premise_selection: str | PremiseSelector = "relevant",
+    oracle_for: OracleFor | None = None,
+    subsets_per_step: int = 2,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """Deduplicated pairs of many chains (first occurrence of each (premises, hypothesis) kept).
+
+    Args:
+        chains: Labelled chains of ONE split.
+        premise_selection: The backbone's selection stage (``"all"``, ``"relevant"``, ...).
+        oracle_for: ``chain -> oracle backbone or None``; ``None`` for all chains = sound prefixes only.
+        subsets_per_step, seed: See :func:`chain_pairs`.
+
+    Returns:
+        Rows as in :func:`chain_pairs`. Identical pairs with conflicting labels raise (they would mean a broken
+        oracle or contradictory gold labels).
+    """
+    selector = get_selector(premise_selection)
+    seen: dict[tuple, int] = {}
+    out: list[dict[str, Any]] = []
+    for chain in chains:
+        oracle = oracle_for(chain) if oracle_for is not None else None
+        for row in chain_pairs(chain, selector, oracle, subsets_per_step, seed):
+            key = (tuple(row["premises"]), row["hypothesis"])
+            if key in seen:
+                if seen[key] != row["label"]:
+                    raise ValueError(
+                        f"pair {row['hypothesis'][:60]!r} (chain {row['chain_id']!r}) has conflicting labels across "
+                        "chains: check the oracle / gold labels, or build these chains' pairs separately."
+                    )
+                continue
+            seen[key] = row["label"]
+            out.append(row)
+    return out
+
+
+def pairs_dataset(rows: Sequence[dict[str, Any]]) -> Any:
+    """Rows -> ``datasets.Dataset`` with columns chain_id, step, kind, premises, hypothesis, label."""
+    from datasets import Dataset
+
+    columns = ("chain_id", "step", "kind", "premises", "hypothesis", "label")
+    return Dataset.from_dict({c: [r[c] for r in rows] for c in columns})

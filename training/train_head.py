@@ -1,0 +1,251 @@
+"""Fine-tune a calibrated entailment head (LoRA by default, full fine-tuning as an option) on chain-derived pairs.
+
+Run from a checkout (``training/`` is not installed)::
+
+    python -m training.train_head training/configs/default_head.yaml            # the shipped default head
+    python -m training.train_head training/configs/default_head.yaml --max_steps 50 --output_dir /tmp/try
+
+Steps: build the mix (:mod:`training.mix`), split its chains by id into train / val / test BEFORE building pairs
+(:mod:`training.pairs`), encode each pair exactly as :class:`~ares_rerank.backbones.nli.EntailmentHead` does at
+inference (same premise selection, same window policy), train with ``transformers.Trainer`` (early stopping on the
+val loss, best checkpoint restored), fit a temperature on the val logits (:mod:`ares_rerank.calibration`), report
+ECE before / after on the test split with a reliability diagram, and save the adapter (or model) with
+``ares_calibration.json`` beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from training.mix import MixArguments, templates_of, training_chains
+from training.pairs import build_pairs, pairs_dataset, split_chains
+from ares_rerank.backbones.loading import PACKAGED_ENCODER, resolve_model_name
+from transformers import TrainingArguments
+
+
+__all__ = ["HeadTrainingArguments", "TrainedHead", "encode_pairs", "load_base", "parse_args", "save_head", "train_head"]
+
+ID2LABEL = {0: "not_entailment", 1: "entailment"}
+
+
+@dataclass
+class HeadTrainingArguments(TrainingArguments):
+    """``TrainingArguments`` plus the model, LoRA and calibration settings of an entailment head."""
+
+    output_dir: str = field(default="runs/head", metadata={"help": "Checkpoints, logs, the final head (head/)."})
+    base_model: str = field(default=PACKAGED_ENCODER, metadata={
+        "help": f"Encoder to fine-tune: a folder, a hub id, or {PACKAGED_ENCODER!r} (the packaged all-MiniLM-L6-v2)."})
+    full_finetune: bool = field(default=False, metadata={"help": "Train every weight instead of a LoRA adapter."})
+    lora_r: int = field(default=8, metadata={"help": "LoRA rank."})
+    lora_alpha: int = field(default=16, metadata={"help": "LoRA scaling numerator (scale = alpha / r)."})
+    lora_dropout: float = field(default=0.05, metadata={"help": "Dropout on the LoRA path."})
+    lora_target_modules: list[str] = field(default_factory=lambda: ["query", "key", "value", "dense"],
+                                           metadata={"help": "Linear layers that get LoRA matrices."})
+    max_length: int = field(default=320, metadata={"help": "Encoder window in tokens (window policy beyond it)."})
+    early_stopping_patience: int = field(default=3, metadata={"help": "Evaluations without val-loss improvement."})
+    max_eval_pairs: int = field(default=600, metadata={
+        "help": "Val pairs used for early stopping and the temperature fit (a seeded sample; 0 = all)."})
+    torch_threads: int = field(default=0, metadata={
+        "help": "torch intra-op threads (0 = torch's default). On a busy shared CPU 1 thread can beat 2."})
+    calibration_bins: int = field(default=15, metadata={"help": "Bins of the ECE and the reliability diagram."})
+    export_dir: str | None = field(default=None, metadata={
+        "help": "Also write the final head here (e.g. ares_rerank/default_head to ship it)."})
+    eval_strategy: str = field(default="steps", metadata={"help": "Evaluate every eval_steps (early stopping)."})
+    save_strategy: str = field(default="steps", metadata={"help": "Checkpoint with every evaluation."})
+    load_best_model_at_end: bool = field(default=True, metadata={"help": "Restore the lowest-val-loss checkpoint."})
+    metric_for_best_model: str = field(default="eval_loss", metadata={"help": "Early-stopping metric."})
+    save_total_limit: int = field(default=2, metadata={"help": "Checkpoints kept on disk."})
+    report_to: str = field(default="none", metadata={"help": "Experiment trackers (none: offline)."})
+
+    def __post_init__(self) -> None:
+        if self.lora_r < 1 or self.lora_alpha < 1:
+            raise ValueError(f"lora_r={self.lora_r} and lora_alpha={self.lora_alpha} must be >= 1.")
+        if not 32 <= self.max_length <= 4096:
+            raise ValueError(f"max_length={self.max_length} must lie in [32, 4096] tokens (MiniLM's window is 512).")
+        super().__post_init__()
+
+
+@dataclass
+class TrainedHead:
+    """What :func:`train_head` returns: the trained model (best checkpoint), its tokenizer, the calibration record
+    (also written to ``ares_calibration.json`` beside the saved head) and the folder of the saved head."""
+
+    model: Any
+    tokenizer: Any
+    calibration: dict[str, Any]
+    folder: Path
+
+
+def load_base(args: HeadTrainingArguments) -> tuple[Any, Any]:
+    """The base encoder with a fresh 2-way head (``not_entailment`` / ``entailment``), wrapped in LoRA unless full."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    path = resolve_model_name(args.base_model)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        path, num_labels=2, id2label=ID2LABEL, label2id={v: k for k, v in ID2LABEL.items()})
+    if args.full_finetune:
+        return model, tokenizer
+    from peft import LoraConfig, TaskType, get_peft_model
+
+    config = LoraConfig(task_type=TaskType.SEQ_CLS, r=args.lora_r, lora_alpha=args.lora_alpha,
+                        lora_dropout=args.lora_dropout, target_modules=list(args.lora_target_modules))
+    return get_peft_model(model, config), tokenizer
+
+
+def encode_pairs(dataset: Any, model: Any, tokenizer: Any, max_length: int) -> Any:
+    """Tokenize pairs with the inference path: ``EntailmentHead``'s rendering and window policy (premises of the
+    rows are already selected, so the head's own selection is ``"all"`` here)."""
+    from ares_rerank.backbones.nli import EntailmentHead
+
+    head = EntailmentHead(model, tokenizer, max_length=max_length, premise_selection="all", cache_size=0)
+
+    def encode(row: dict[str, Any]) -> dict[str, Any]:
+        item = head._fit(list(row["premises"]), None, row["hypothesis"])
+        return {**item, "labels": int(row["label"])}
+
+    keep = set(head._input_keys)
+    return dataset.map(encode, remove_columns=[c for c in dataset.column_names if c not in keep])
+
+
+def _oracle_for(chain: Any) -> Any:
+    from ares_rerank.backbones.oracle import ClaimTreesOracle
+
+    return ClaimTreesOracle(templates_of(chain))
+
+
+def build_splits(mix: MixArguments) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Train / val / test pair datasets (split by chain id first) and a summary of their sizes."""
+    chains = training_chains(mix)
+    parts = split_chains(chains, {"val": mix.val_fraction, "test": mix.test_fraction}, seed=mix.mix_seed)
+    datasets, summary = {}, {}
+    for name, part in parts.items():
+        rows = build_pairs(part, mix.premise_selection, _oracle_for, mix.subsets_per_step, mix.mix_seed)
+        datasets[name] = pairs_dataset(rows)
+        summary[name] = {"chains": len(part), "pairs": len(rows), "entailed": sum(r["label"] for r in rows),
+                         "chain_ids": sorted(c.id for c in part)}
+    return datasets, summary
+
+
+def _logits(trainer: Any, dataset: Any) -> tuple[Any, Any]:
+    out = trainer.predict(dataset)
+    return out.predictions, out.label_ids
+
+
+def _accuracy(eval_pred: Any) -> dict[str, float]:
+    import numpy as np
+
+    logits, labels = eval_pred
+    return {"accuracy": float((np.asarray(logits).argmax(-1) == np.asarray(labels)).mean())}
+
+
+def calibrate_and_save(trainer: Any, tokenizer: Any, args: HeadTrainingArguments, mix: MixArguments,
+                       encoded: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Fit T on val logits, measure ECE on test, write the head + ``ares_calibration.json`` (+ export copy)."""
+    from ares_rerank.calibration import calibrate, entailment_probs_from_logits, reliability_diagram, write_calibration
+
+    val_logits, val_labels = _logits(trainer, encoded["val"])
+    fitted = calibrate(val_logits, val_labels, n_bins=args.calibration_bins)
+    test_logits, test_labels = _logits(trainer, encoded["test"])
+    test = calibrate(test_logits, test_labels, n_bins=args.calibration_bins, temperature=fitted.temperature)
+    out = Path(args.output_dir)
+    reliability_diagram(entailment_probs_from_logits(test_logits), test_labels, out / "reliability_test.png",
+                        entailment_probs_from_logits(test_logits, temperature=fitted.temperature),
+                        n_bins=args.calibration_bins, title="Default head, held-out test pairs")
+    calibration = {"temperature": fitted.temperature, "base_model": args.base_model,
+                   "premise_selection": mix.premise_selection, "max_length": args.max_length,
+                   "val": fitted.to_dict(), "test": test.to_dict(), **extra}
+    targets = [out / "head"] + ([Path(args.export_dir)] if args.export_dir else [])
+    for target in targets:
+        save_head(trainer.model, tokenizer, target, calibration, args.base_model)
+    (out / "calibration.json").write_text(json.dumps(calibration, indent=2) + "\n")
+    return calibration
+
+
+def save_head(model: Any, tokenizer: Any, folder: Path, calibration: dict[str, Any], base_model: str) -> None:
+    """Save through :meth:`EntailmentHead.save_pretrained` (the path users take), plus the training record.
+
+    An adapter records ``base_model`` as given (for the packaged encoder its name, resolved at load time, never this
+    machine's path); the packaged encoder's tokenizer is not copied (it ships with the package).
+    """
+    from ares_rerank.backbones.nli import EntailmentHead
+    from ares_rerank.calibration import write_calibration
+
+    head = EntailmentHead(model, tokenizer, temperature=calibration["temperature"], cache_size=0,
+                          premise_selection=calibration["premise_selection"], max_length=calibration["max_length"])
+    is_adapter = hasattr(model, "peft_config")
+    head.save_pretrained(folder, save_tokenizer=not (is_adapter and base_model == PACKAGED_ENCODER))
+    config_path = folder / "adapter_config.json"
+    if config_path.is_file():
+        config = json.loads(config_path.read_text())
+        config["base_model_name_or_path"] = base_model
+        config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    write_calibration(folder, calibration)
+
+
+def train_head(mix: MixArguments, args: HeadTrainingArguments) -> TrainedHead:
+    """Train, calibrate and save one head to ``output_dir/head`` (and ``export_dir``); see the module docstring."""
+    from transformers import DataCollatorWithPadding, EarlyStoppingCallback, Trainer, set_seed
+
+    start = time.time()
+    if args.torch_threads > 0:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
+    set_seed(args.seed)
+    datasets, summary = build_splits(mix)
+    if 0 < args.max_eval_pairs < len(datasets["val"]):
+        datasets["val"] = datasets["val"].shuffle(seed=args.seed).select(range(args.max_eval_pairs))
+        summary["val"]["pairs_used"] = args.max_eval_pairs
+    model, tokenizer = load_base(args)
+    encoded = {name: encode_pairs(ds, model, tokenizer, args.max_length) for name, ds in datasets.items()}
+    print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "chain_ids"} for k, v in summary.items()}),
+          flush=True)
+    trainer = Trainer(
+        model=model, args=args, train_dataset=encoded["train"], eval_dataset=encoded["val"],
+        data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=_accuracy,
+        callbacks=[EarlyStoppingCallback(early_stopping_patience=args.early_stopping_patience)],
+    )
+    result = trainer.train()
+    extra = {"training": {"mix": asdict(mix), "splits": summary, "seed": args.seed,
+                          "full_finetune": args.full_finetune, "lora_r": args.lora_r,
+                          "steps": result.global_step, "train_seconds": round(time.time() - start, 1),
+                          "best_checkpoint": trainer.state.best_model_checkpoint}}
+    calibration = calibrate_and_save(trainer, tokenizer, args, mix, encoded, extra)
+    print(json.dumps({"temperature": calibration["temperature"], "val": calibration["val"],
+                      "test": calibration["test"]}, indent=2), flush=True)
+    return TrainedHead(trainer.model, tokenizer, calibration, Path(args.output_dir) / "head")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[MixArguments, HeadTrainingArguments]:
+    """``[config.yaml] [--field value ...]``: YAML values are defaults, command-line flags override them."""
+    from transformers import HfArgumentParser
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = HfArgumentParser((MixArguments, HeadTrainingArguments))
+    if argv and argv[0].endswith((".yaml", ".yml")):
+        import yaml
+
+        config = yaml.safe_load(Path(argv.pop(0)).read_text()) or {}
+        known = {a.dest for a in parser._actions}
+        unknown = sorted(set(config) - known)
+        if unknown:
+            raise ValueError(f"config keys {unknown} are not arguments of MixArguments / HeadTrainingArguments.")
+        parser.set_defaults(**config)
+    mix, args = parser.parse_args_into_dataclasses(args=argv)
+    return mix, args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    mix, args = parse_args(argv)
+    train_head(mix, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

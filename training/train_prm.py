@@ -1,0 +1,167 @@
+"""Train a step-tag PRM head (token classification) on TRL's old ``{prompt, completions, labels}`` rows.
+
+TRL removed ``PRMTrainer`` in 1.14; this is the same objective on a plain ``transformers.Trainer``: each step is
+followed by the step tag, the tag's token carries the step's label (1 = correct, 0 = wrong) and every other token
+is ignored (label -100). Rows are rendered exactly as :class:`~ares_rerank.backbones.prm.StepTagPRM` renders them
+at inference (chat template when the tokenizer has one; user turn = the prompt, assistant turn = the steps, each
+followed by the tag), so a trained head scores ARES masks the way it was trained.
+
+Run from a checkout::
+
+    python -m training.train_prm --model_name_or_path path/to/model --dataset rows.jsonl --output_dir runs/prm
+    python -m training.train_prm --model_name_or_path path/to/model --dataset claimtrees --max_steps 200
+
+``--dataset`` is a JSON-lines file of rows, a folder saved with ``datasets.Dataset.save_to_disk``, or
+``claimtrees`` (rows built from the ClaimTrees training mix, see :func:`chain_rows`).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from transformers import TrainingArguments
+
+
+__all__ = ["PRMTrainingArguments", "chain_rows", "encode_rows", "load_rows", "load_prm", "train_prm"]
+
+
+@dataclass
+class PRMTrainingArguments(TrainingArguments):
+    """``TrainingArguments`` plus the PRM model, data and rendering settings."""
+
+    model_name_or_path: str = field(default="", metadata={"help": "Model folder or hub id (token classifier or LM)."})
+    dataset: str = field(default="claimtrees", metadata={"help": "JSONL rows, a saved Dataset folder, or 'claimtrees'."})
+    output_dir: str = field(default="runs/prm", metadata={"help": "Checkpoints and the final PRM (prm/)."})
+    step_tag: str = field(default="<extra_0>", metadata={"help": "Tag after each step; added if the tokenizer lacks it."})
+    system_prompt: str | None = field(default=None, metadata={
+        "help": "System turn (chat template only); default: the backbone's Qwen PRM prompt."})
+    step_separator: str = field(default="", metadata={"help": "Text between a tag and the next step."})
+    max_length: int = field(default=1024, metadata={"help": "Tokens per row; longer rows are cut (later tags lost)."})
+    use_lora: bool = field(default=False, metadata={"help": "Train a LoRA adapter instead of every weight."})
+    lora_r: int = field(default=16, metadata={"help": "LoRA rank."})
+    lora_target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"],
+                                           metadata={"help": "Linear layers that get LoRA matrices."})
+    num_chains: int = field(default=400, metadata={"help": "Chains of the ClaimTrees mix when dataset='claimtrees'."})
+    report_to: str = field(default="none", metadata={"help": "Experiment trackers (none: offline)."})
+
+    def __post_init__(self) -> None:
+        if not self.model_name_or_path:
+            raise ValueError("--model_name_or_path is required: a token-classification model folder or hub id.")
+        if not self.step_tag:
+            raise ValueError("--step_tag must be a non-empty string, e.g. '<extra_0>'.")
+        super().__post_init__()
+
+
+def chain_rows(chains: Sequence[Any]) -> list[dict[str, Any]]:
+    """Labelled chains -> TRL rows: prompt = base claims joined by newlines, label True = sound step."""
+    rows = []
+    for chain in chains:
+        if chain.labels is None:
+            raise ValueError(f"chain {chain.id!r} has no labels: PRM rows need a label per step.")
+        rows.append({"prompt": "\n".join(chain.base_claims), "completions": list(chain.steps),
+                     "labels": [label == 0 for label in chain.labels]})
+    return rows
+
+
+def load_rows(source: str, num_chains: int = 400) -> list[dict[str, Any]]:
+    """Rows from a JSONL file, a saved ``datasets`` folder, or ``"claimtrees"``; each row is checked."""
+    if source == "claimtrees":
+        from training.mix import MixArguments, training_chains
+
+        rows = chain_rows(training_chains(MixArguments(num_chains=max(3, num_chains))))
+    elif Path(source).is_dir():
+        from datasets import load_from_disk
+
+        rows = list(load_from_disk(source))
+    elif Path(source).is_file():
+        import json
+
+        rows = [json.loads(line) for line in Path(source).read_text().splitlines() if line.strip()]
+    else:
+        raise ValueError(f"dataset={source!r} is neither a JSONL file, a saved Dataset folder, nor 'claimtrees'.")
+    for i, row in enumerate(rows):
+        if not {"prompt", "completions", "labels"} <= set(row) or len(row["completions"]) != len(row["labels"]):
+            raise ValueError(f"row {i} must have prompt, completions and one label per completion; got {sorted(row)}.")
+    return rows
+
+
+def load_prm(args: PRMTrainingArguments) -> tuple[Any, Any]:
+    """The token classifier (2 labels) and its tokenizer; the step tag is added as a special token if missing."""
+    from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
+    model = AutoModelForTokenClassification.from_pretrained(
+        args.model_name_or_path, num_labels=2, id2label={0: "negative", 1: "positive"},
+        label2id={"negative": 0, "positive": 1})
+    if len(tokenizer.encode(args.step_tag, add_special_tokens=False)) != 1:
+        tokenizer.add_special_tokens({"additional_special_tokens": [args.step_tag]})
+        model.resize_token_embeddings(len(tokenizer))
+    if model.config.pad_token_id is None:
+        model.config.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    if args.use_lora:
+        from peft import LoraConfig, TaskType, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(task_type=TaskType.TOKEN_CLS, r=args.lora_r,
+                                                 lora_alpha=2 * args.lora_r, target_modules=args.lora_target_modules))
+    return model, tokenizer
+
+
+def _renderer(model: Any, tokenizer: Any, args: PRMTrainingArguments) -> Any:
+    from ares_rerank.backbones.prm import QWEN_PRM_SYSTEM_PROMPT, StepTagPRM
+
+    prompt = QWEN_PRM_SYSTEM_PROMPT if args.system_prompt is None else args.system_prompt
+    return StepTagPRM(model, tokenizer, step_tag=args.step_tag, system_prompt=prompt,
+                      step_separator=args.step_separator, cache_size=0)
+
+
+def encode_rows(rows: Sequence[dict[str, Any]], model: Any, tokenizer: Any, args: PRMTrainingArguments) -> Any:
+    """Rows -> a ``Dataset`` of ``input_ids`` and ``labels`` (step label at each tag token, -100 elsewhere)."""
+    from datasets import Dataset
+
+    prm = _renderer(model, tokenizer, args)
+    encoded = {"input_ids": [], "labels": []}
+    for row in rows:
+        item = prm._encode([row["prompt"]] if row["prompt"] else [], list(row["completions"]))
+        labels = [-100] * len(item["input_ids"])
+        for position, label in zip(item["tags"], row["labels"]):
+            labels[position] = int(bool(label))
+        encoded["input_ids"].append(item["input_ids"][: args.max_length])
+        encoded["labels"].append(labels[: args.max_length])
+    return Dataset.from_dict(encoded)
+
+
+def train_prm(args: PRMTrainingArguments) -> tuple[Any, Any]:
+    """Train and save the PRM to ``output_dir/prm`` (model or adapter + tokenizer); returns (model, tokenizer)."""
+    from transformers import DataCollatorForTokenClassification, Trainer, set_seed
+
+    set_seed(args.seed)
+    model, tokenizer = load_prm(args)
+    rows = load_rows(args.dataset, args.num_chains)
+    dataset = encode_rows(rows, model, tokenizer, args)
+    trainer = Trainer(model=model, args=args, train_dataset=dataset,
+                      data_collator=DataCollatorForTokenClassification(tokenizer))
+    trainer.train()
+    out = Path(args.output_dir) / "prm"
+    trainer.model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return trainer.model, tokenizer
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from transformers import HfArgumentParser
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = HfArgumentParser(PRMTrainingArguments)
+    if argv and argv[0].endswith((".yaml", ".yml")):
+        (args,) = parser.parse_yaml_file(argv[0])
+    else:
+        (args,) = parser.parse_args_into_dataclasses(args=argv)
+    train_prm(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

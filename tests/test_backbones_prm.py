@@ -135,7 +135,8 @@ def test_causal_prm_plain_text_with_a_newline_tag(tiny_causal_lm_path):
                          step_separator="")
     assert cprm.render(BASE, STEPS[:2]) == "Let x = 3.\nLet y = 4.\nThen 2x = 6.\nSo x + y = 7.\n"
     item = cprm._encode(BASE, STEPS[:2])
-    assert [item["input_ids"][t] for t in item["tags"]] == [cprm.tag_id] * 2 and item["tags"][-1] == len(item["input_ids"]) - 1
+    assert [item["input_ids"][t] for t in item["tags"]] == [cprm.tag_id] * 2
+    assert item["tags"][-1] == len(item["input_ids"]) - 1  # nothing after the judged step's tag
     with pytest.raises(ValueError, match="good_token"):
         load_backbone(tiny_causal_lm_path, kind="prm-causal", step_tag=STEP_TAG, good_token="++ yes")
 

@@ -104,7 +104,7 @@ def encode_with_markers(tokenizer: Any, text: str, marker_ids: Sequence[int]) ->
     positions: list[int] = []
     for j, piece in enumerate(pieces):
         if piece:
-            ids.extend(tokenizer.encode(piece, add_special_tokens=False))
+            ids.extend(tokenizer.encode(piece, add_special_tokens=False, verbose=False))
         if j < len(marker_ids):
             positions.append(len(ids))
             ids.append(int(marker_ids[j]))
@@ -113,7 +113,7 @@ def encode_with_markers(tokenizer: Any, text: str, marker_ids: Sequence[int]) ->
 
 def single_token_id(tokenizer: Any, text: str, parameter: str) -> int:
     """The id of ``text`` if the tokenizer encodes it as exactly one token; else a ValueError naming ``parameter``."""
-    ids = tokenizer.encode(text, add_special_tokens=False)
+    ids = tokenizer.encode(text, add_special_tokens=False, verbose=False)
     if len(ids) != 1:
         pieces = tokenizer.convert_ids_to_tokens(ids)
         raise ValueError(
@@ -252,14 +252,17 @@ class HFBackbone:
         if claim not in self._claim_lengths:
             if len(self._claim_lengths) > 200_000:
                 self._claim_lengths.clear()
-            self._claim_lengths[claim] = len(self.tokenizer.encode(claim, add_special_tokens=False))
+            ids = self.tokenizer.encode(claim, add_special_tokens=False, verbose=False)
+            self._claim_lengths[claim] = len(ids)
         return self._claim_lengths[claim]
 
     def _separator_cost(self) -> int:
         """Tokens a newline adds between two claims (1 for byte-level BPE, 0 for WordPiece)."""
         if not hasattr(self, "_sep_cost"):
-            encode = lambda text: len(self.tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
-            self._sep_cost = max(0, encode("a\nb") - encode("a") - encode("b"))
+            def count(text: str) -> int:
+                return len(self.tokenizer.encode(text, add_special_tokens=False, verbose=False))
+
+            self._sep_cost = max(0, count("a\nb") - count("a") - count("b"))
         return self._sep_cost
 
     def _fit(
@@ -309,7 +312,7 @@ class HFBackbone:
 
 def special_prefix(tokenizer: Any) -> list[int]:
     """The ids the tokenizer puts before a single text on its own (e.g. Llama's BOS; none for Qwen or GPT-2)."""
-    plain = tokenizer.encode("a", add_special_tokens=False)
+    plain = tokenizer.encode("a", add_special_tokens=False, verbose=False)
     full = tokenizer.encode("a")
     for start in range(len(full) - len(plain) + 1):
         if full[start : start + len(plain)] == plain:

@@ -106,7 +106,9 @@ class LLMJudge(HFBackbone):
             raise ValueError(f"mode={mode!r} is not supported: use 'yes-no' or 'likert'.")
         has_template = bool(getattr(tokenizer, "chat_template", None))
         if use_chat_template and not has_template:
-            raise ValueError("use_chat_template=True but the tokenizer has no chat_template: pass use_chat_template=None.")
+            raise ValueError(
+                "use_chat_template=True but the tokenizer has no chat_template: pass use_chat_template=None."
+            )
         self.chat = has_template and use_chat_template is not False
         self.mode = mode
         self.system_prompt = system_prompt
@@ -121,7 +123,9 @@ class LLMJudge(HFBackbone):
             options = {yes: 1.0, no: 0.0}
         self.options = self._encode_options(options)
         if missing_rating is not None and not (isinstance(missing_rating, (int, float)) and 0 <= missing_rating <= 1):
-            raise ValueError(f"missing_rating={missing_rating!r} must be a number in [0, 1] (e.g. 0.5) or None (raise).")
+            raise ValueError(
+                f"missing_rating={missing_rating!r} must be a number in [0, 1] (e.g. 0.5) or None (raise)."
+            )
         self.missing_rating = missing_rating
         self.max_new_tokens = max_new_tokens
         self.last_ratings: list[float | None] = []
@@ -133,7 +137,7 @@ class LLMJudge(HFBackbone):
         for text, value in options.items():
             if not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
                 raise ValueError(f"answer option {text!r} has value {value!r}: values must lie in [0, 1].")
-            ids = self.tokenizer.encode(text, add_special_tokens=False)
+            ids = self.tokenizer.encode(text, add_special_tokens=False, verbose=False)
             if not ids:
                 raise ValueError(f"answer option {text!r} encodes to no tokens: pass a non-empty answer string.")
             encoded.append((ids, float(value)))
@@ -156,11 +160,12 @@ class LLMJudge(HFBackbone):
     # -- rendering ---------------------------------------------------------------------------------------------------
     def _prompt_ids(self, user_text: str) -> list[int]:
         if not self.chat:
-            return special_prefix(self.tokenizer) + self.tokenizer.encode(user_text + "\nAnswer:", add_special_tokens=False)
+            ids = self.tokenizer.encode(user_text + "\nAnswer:", add_special_tokens=False, verbose=False)
+            return special_prefix(self.tokenizer) + ids
         messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         messages.append({"role": "user", "content": user_text})
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return self.tokenizer.encode(text, add_special_tokens=False)
+        return self.tokenizer.encode(text, add_special_tokens=False, verbose=False)
 
     def render(self, premises: Sequence[str], hypothesis: str) -> str:
         """The user text for one (premises, hypothesis) pair, before any chat template."""
@@ -176,7 +181,9 @@ class LLMJudge(HFBackbone):
         if all(len(ids) == 1 for ids, _ in self.options):
             return dict(zip(keys, self._run(items)))
         # Multi-token options: one sequence per (item, option); log P(option | prompt) summed over its tokens.
-        sequences = [{"input_ids": item["input_ids"] + ids, "answer": len(ids)} for item in items for ids, _ in self.options]
+        sequences = [
+            {"input_ids": item["input_ids"] + ids, "answer": len(ids)} for item in items for ids, _ in self.options
+        ]
         logps = self._run(sequences)
         k = len(self.options)
         return {key: self._expected(logps[i * k : (i + 1) * k]) for i, key in enumerate(keys)}

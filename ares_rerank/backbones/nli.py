@@ -21,7 +21,9 @@ _ENTAIL_NAMES = {"entailment", "entailed", "entails", "entail"}
 _POSITIVE_NAMES = {"positive", "yes", "true", "correct", "label_1", "1"}  # accepted for 2-way heads only
 
 
-def entailment_index(id2label: dict[Any, str] | None, num_labels: int, entailment_label: str | int | None = None) -> int:
+def entailment_index(
+    id2label: dict[Any, str] | None, num_labels: int, entailment_label: str | int | None = None
+) -> int:
     """The class index of "entailed" in a classification head.
 
     Args:
@@ -38,7 +40,9 @@ def entailment_index(id2label: dict[Any, str] | None, num_labels: int, entailmen
         return 0
     if isinstance(entailment_label, int) and not isinstance(entailment_label, bool):
         if not 0 <= entailment_label < num_labels:
-            raise ValueError(f"entailment_label={entailment_label} is outside this {num_labels}-way head (0..{num_labels - 1}).")
+            raise ValueError(
+                f"entailment_label={entailment_label} is outside this {num_labels}-way head (0..{num_labels - 1})."
+            )
         return entailment_label
     if entailment_label is not None:
         found = [i for i, name in labels.items() if name.lower() == str(entailment_label).lower()]
@@ -82,7 +86,8 @@ class EntailmentHead(HFBackbone):
 
     Example:
         >>> head = EntailmentHead.from_pretrained("path/to/nli-model")  # doctest: +SKIP
-        >>> head.entailment_probs([["All men are mortal.", "Socrates is a man."]], ["Socrates is mortal."])  # doctest: +SKIP
+        >>> premises = [["All men are mortal.", "Socrates is a man."]]
+        >>> head.entailment_probs(premises, ["Socrates is mortal."])  # doctest: +SKIP
     """
 
     def __init__(

@@ -104,7 +104,9 @@ class _PRMBase(HFBackbone):
         self.known_steps: set[str] = set()
         has_template = bool(getattr(tokenizer, "chat_template", None))
         if use_chat_template and not has_template:
-            raise ValueError("use_chat_template=True but the tokenizer has no chat_template: pass use_chat_template=None.")
+            raise ValueError(
+                "use_chat_template=True but the tokenizer has no chat_template: pass use_chat_template=None."
+            )
         self._chat = has_template and use_chat_template is not False
 
     def register_chains(self, chains: Sequence[Any]) -> None:

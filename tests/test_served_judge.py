@@ -204,3 +204,11 @@ def test_bad_judge_arguments(kwargs, match):
 def test_unreachable_server_is_a_server_error():
     with pytest.raises(ServerError, match="connection refused"):
         judge("http://127.0.0.1:9", model="m", answer_token_ids=None).entailment_probs([[]], ["h"])
+
+
+def test_request_for_shows_the_body_after_selection():
+    with FakeServer(route()) as server:
+        j = judge(server.url, model="m", premise_selection="relevant")
+        path, body = j.request_for(["I have AB", "Rule: AB -> CD", "Rule: XY -> ZW"], "I have CD")
+    assert path == "/v1/completions" and "XY" not in body["prompt"] and "Rule: AB -> CD" in body["prompt"]
+    assert server.paths() == ["/tokenize"]  # model given; the answer ids were asked for (and not found)

@@ -61,6 +61,8 @@ class OpenAIJudge:
         timeout, max_retries, backoff, api_key: See :class:`~ares_rerank.backbones.served.JsonClient`.
         extra_body: Extra request fields, e.g. ``{"seed": 0}`` or vLLM's ``{"chat_template_kwargs": {...}}``.
         max_new_tokens, missing_rating: For :meth:`chain_step_probs` (the LLM-Judge baseline), as the local judge.
+
+    ``stats`` counts requests sent (``forward_passes``), pairs computed and cache hits.
     """
 
     render = LLMJudge.render  # the local judge's prompt rendering (reads self.prompt and self.likert_options)
@@ -152,9 +154,14 @@ class OpenAIJudge:
         return [float(results[key]) for key in keys]
 
     def request_for(self, premises: Sequence[str], hypothesis: str) -> tuple[str, dict[str, Any]]:
-        """The endpoint path and JSON body sent for one pair (after premise selection), for logging and tests."""
+        """The endpoint path and JSON body sent for one pair (after premise selection), for logging and debugging.
+
+        Contacts the server on first use (model name, answer token ids), as scoring does.
+        """
         self._resolve()
-        return _ENDPOINTS[self.endpoint], self._payload(self.render(list(premises), hypothesis), max_tokens=1)
+        claims = [str(c) for c in premises]
+        kept = [claims[i] for i in apply_selector(self.selector, claims, str(hypothesis))]
+        return _ENDPOINTS[self.endpoint], self._payload(self.render(kept, str(hypothesis)), max_tokens=1)
 
     # -- one pair -----------------------------------------------------------------------------------------------------
     def _score_pair(self, key: tuple[tuple[str, ...], str]) -> float:

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import datasets
 import pytest
@@ -60,7 +61,9 @@ def launch(tmp_path, flags: list[str], rows: list[dict], prior: float) -> subpro
         "-m", "ares_rerank.distributed", "--data", str(data), "--output", str(tmp_path / "scores.jsonl"),
         "--backbone", "claimtrees-oracle", "--mode", "sample", "--prior", str(prior), "--batch-size", "2",
     ]
-    env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf-cache"), "OMP_NUM_THREADS": "1"}
+    root = str(Path(__file__).resolve().parents[1])  # importable from a checkout that is not pip-installed
+    env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf-cache"), "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     env.pop("CUDA_VISIBLE_DEVICES", None)
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=280, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -25,28 +25,31 @@ from .chain import Chain, ChainScores
 
 __all__ = ["BASELINES", "CHAIN_BASELINES", "baseline_scores"]
 
-# For one chain: per step, the premise lists whose entailment of the step is min-reduced into the step's score.
-PremiseSets = Callable[[Chain], list[list[list[str]]]]
+# For one chain: per step, the premise sets whose entailment of the step is min-reduced into the step's score;
+# each set is (claims, how many of them are base claims).
+PremiseSet = tuple[list[str], int]
+PremiseSets = Callable[[Chain], list[list[PremiseSet]]]
 
 
-def _entail_prev(chain: Chain) -> list[list[list[str]]]:
-    return [[list(chain.base_claims) + list(chain.steps[:k])] for k in range(chain.num_steps)]
+def _entail_prev(chain: Chain) -> list[list[PremiseSet]]:
+    return [[(list(chain.base_claims) + list(chain.steps[:k]), chain.num_base)] for k in range(chain.num_steps)]
 
 
-def _entail_base(chain: Chain) -> list[list[list[str]]]:
-    return [[list(chain.base_claims)] for _ in range(chain.num_steps)]
+def _entail_base(chain: Chain) -> list[list[PremiseSet]]:
+    return [[(list(chain.base_claims), chain.num_base)] for _ in range(chain.num_steps)]
 
 
-def _roscoe_li_self(chain: Chain) -> list[list[list[str]]]:
-    return [[[s] for s in chain.steps[:k]] for k in range(chain.num_steps)]
+def _roscoe_li_self(chain: Chain) -> list[list[PremiseSet]]:
+    return [[([s], 0) for s in chain.steps[:k]] for k in range(chain.num_steps)]
 
 
-def _roscoe_li_source(chain: Chain) -> list[list[list[str]]]:
-    return [[[b] for b in chain.base_claims] for _ in range(chain.num_steps)]
+def _roscoe_li_source(chain: Chain) -> list[list[PremiseSet]]:
+    return [[([b], 1) for b in chain.base_claims] for _ in range(chain.num_steps)]
 
 
-def _receval_inter(chain: Chain) -> list[list[list[str]]]:
-    return [[[c] for c in chain.claims[: chain.num_base + k]] for k in range(chain.num_steps)]
+def _receval_inter(chain: Chain) -> list[list[PremiseSet]]:
+    claims = chain.claims
+    return [[([claims[j]], int(j < chain.num_base)) for j in range(chain.num_base + k)] for k in range(chain.num_steps)]
 
 
 BASELINES: dict[str, PremiseSets] = {
@@ -66,24 +69,26 @@ def baseline_scores(chains: Sequence[Chain], backbone: Backbone, method: str) ->
     if method not in BASELINES:
         raise ValueError(f"method={method!r} is not a baseline: use one of {sorted(BASELINES) + list(CHAIN_BASELINES)}.")
     plans = [BASELINES[method](chain) for chain in chains]
-    index: dict[tuple[tuple[str, ...], str], int] = {}
+    index: dict[tuple[tuple[str, ...], str, int], int] = {}
     premises: list[list[str]] = []
     hypotheses: list[str] = []
+    num_base: list[int] = []
     slots: list[list[list[int]]] = []  # chain -> step -> indices into the one backbone call
     for chain, plan in zip(chains, plans):
         chain_slots = []
         for step, sets in zip(chain.steps, plan):
             step_slots = []
-            for included in sets:
-                key = (tuple(included), step)
+            for included, n_base in sets:
+                key = (tuple(included), step, n_base)
                 if key not in index:
                     index[key] = len(hypotheses)
                     premises.append(included)
                     hypotheses.append(step)
+                    num_base.append(n_base)
                 step_slots.append(index[key])
             chain_slots.append(step_slots)
         slots.append(chain_slots)
-    values = call_backbone(backbone, premises, hypotheses)
+    values = call_backbone(backbone, premises, hypotheses, num_base)
     out = []
     for chain, chain_slots in zip(chains, slots):
         scores = [float(values[s].min()) if s else 1.0 for s in chain_slots]

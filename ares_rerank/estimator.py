@@ -234,24 +234,28 @@ def ares_scores(chains: Sequence[Chain], backbone: Backbone, config: AresConfig 
 def _evaluate_wave(runs: list[_Run], backbone: Backbone) -> None:
     """Fill each run's memo for its current step with ONE backbone call over all distinct missing (mask, step)."""
     todo: list[tuple[_Run, int]] = []
-    pair_index: dict[tuple[tuple[str, ...], str], int] = {}
+    pair_index: dict[tuple[tuple[str, ...], str, int], int] = {}
     premises: list[list[str]] = []
     hypotheses: list[str] = []
+    num_base: list[int] = []  # how many of each premise list are base claims (PRMs render them apart)
     slot: list[int] = []
     for run in runs:
         hypothesis = run.chain.steps[run.k]
+        base_bits = (1 << run.chain.num_base) - 1
         for mask in run.needed():
             if (run.k, mask) in run.memo:
                 continue
             included = run.premises(mask)
-            key = (tuple(included), hypothesis)
+            n_base = (mask & base_bits).bit_count()
+            key = (tuple(included), hypothesis, n_base)
             if key not in pair_index:  # identical text across chains (e.g. duplicate candidates): asked once
                 pair_index[key] = len(hypotheses)
                 premises.append(included)
                 hypotheses.append(hypothesis)
+                num_base.append(n_base)
             todo.append((run, mask))
             slot.append(pair_index[key])
             run.evals[run.k] += 1
-    values = call_backbone(backbone, premises, hypotheses)
+    values = call_backbone(backbone, premises, hypotheses, num_base)
     for (run, mask), i in zip(todo, slot):
         run.memo[(run.k, mask)] = float(values[i])

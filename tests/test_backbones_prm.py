@@ -67,7 +67,6 @@ def test_the_mask_matters_every_mask_renders_a_different_input_and_score(prm):
 def test_ares_with_a_prm_evaluates_one_model_input_per_distinct_mask(tiny_prm_path):
     prm = load_backbone(tiny_prm_path)
     chain = Chain(BASE, STEPS)
-    prm.register_chains([chain])
     out = score_chains([chain], prm, config=AresConfig(mode="sample", prior=0.5, seed=3))
     assert out[0].evaluations > chain.num_steps  # several masks per step ...
     assert prm.stats.pairs_computed == out[0].evaluations  # ... each one a different model input
@@ -76,13 +75,16 @@ def test_ares_with_a_prm_evaluates_one_model_input_per_distinct_mask(tiny_prm_pa
     assert prm.stats.forward_passes == passes  # the same chain again: zero new forward passes
 
 
-def test_roles_from_registered_chains_equal_explicit_num_base(tiny_prm_path):
+def test_score_chains_renders_base_claims_and_steps_in_their_turns(tiny_prm_path):
     prm = load_backbone(tiny_prm_path)
-    explicit = prm.entailment_probs([BASE + STEPS[:2]], [STEPS[2]], num_base=[2])
-    unregistered = prm.entailment_probs([BASE + STEPS[:2]], [STEPS[2]])  # every premise in the user turn
-    prm.register_chains([Chain(BASE, STEPS)])
-    assert prm.entailment_probs([BASE + STEPS[:2]], [STEPS[2]]) == explicit
-    assert unregistered != explicit
+    chain = Chain(BASE, STEPS)
+    explicit = [prm.entailment_probs([BASE + STEPS[:k]], [STEPS[k]], num_base=[2])[0] for k in range(3)]
+    all_user_turn = prm.entailment_probs([BASE + STEPS[:2]], [STEPS[2]])[0]  # no roles given
+    (prev,) = score_chains([chain], prm, method="entail-prev")
+    assert prev.step_scores == explicit  # score_chains passes num_base: earlier steps go to the assistant turn
+    assert all_user_turn != explicit[2]
+    (ares,) = score_chains([chain], prm, config=AresConfig(mode="exact", prior=1.0, max_masks=1024, prune_mass=0.0))
+    assert ares.step_scores[0] == explicit[0]  # step 1 has a single mask: all base claims
     with pytest.raises(ValueError, match="num_base"):
         prm.entailment_probs([BASE], [STEPS[0]], num_base=[3])
 

@@ -187,3 +187,20 @@ def test_long_chains_beyond_64_claims():
     (scores,) = score_chains([chain], FunctionBackbone(lambda p, h: [0.5] * len(h)), config=AresConfig(mode="sample"))
     assert len(scores.step_scores) == 40 and scores.mode == "sample"
     assert all(abs(s - 0.5) < 1e-12 for s in scores.step_scores)
+
+
+def test_num_base_reaches_backbones_that_take_it():
+    chain = Chain(["b0", "b1", "b2"], ["s0", "s1", "s2"])
+    seen = []
+
+    class RoleAware:
+        def entailment_probs(self, premises, hypotheses, num_base=None):
+            seen.extend(zip(premises, num_base))
+            return [0.5] * len(hypotheses)
+
+    score_chains([chain], RoleAware(), config=AresConfig(mode="exact", prior=0.7, max_masks=10_000, prune_mass=0.0))
+    score_chains([chain], RoleAware(), method="receval-inter")
+    assert len(seen) > 20
+    for premises, n_base in seen:
+        assert n_base == sum(p.startswith("b") for p in premises)
+        assert all(p.startswith("b") for p in premises[:n_base])

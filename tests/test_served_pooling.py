@@ -93,9 +93,7 @@ def test_ares_through_the_served_prm_equals_local(tiny_prm_path, local_prm):
     config = AresConfig(mode="exact", max_masks=8)
     with FakeServer(pooling_server(tiny_prm_path, layout="tag")) as server:
         served = VLLMPoolingPRM(server.url, tiny_prm_path, max_length=local_prm.max_length, max_retries=0)
-        served.register_chains(chains)
         got = score_chains(chains, served, config=config)
-    local_prm.register_chains(chains)
     want = score_chains(chains, local_prm, config=config)
     for g, w in zip(got, want):
         assert g.step_scores == pytest.approx(w.step_scores, abs=1e-5)

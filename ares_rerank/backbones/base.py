@@ -6,13 +6,14 @@ premise list entails its hypothesis. Everything else (masking, sampling, aggrega
 
 from __future__ import annotations
 
+import inspect
 import math
-from typing import Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 
-__all__ = ["Backbone", "ChainBackbone", "FunctionBackbone", "call_backbone"]
+__all__ = ["Backbone", "ChainBackbone", "FunctionBackbone", "accepts_num_base", "call_backbone"]
 
 
 @runtime_checkable
@@ -21,6 +22,10 @@ class Backbone(Protocol):
 
     ``premises[i]`` is the list of included claims (in chain order, possibly empty) for ``hypotheses[i]``. The
     result must be deterministic for fixed inputs: ARES's guarantee treats it as a fixed function.
+
+    A backbone that renders base claims and earlier steps differently (a PRM: user turn vs assistant turn) may take
+    an optional keyword ``num_base: list[int]``: the first ``num_base[i]`` claims of ``premises[i]`` are base
+    claims, the rest are earlier steps. The estimator and the baselines pass it whenever the method accepts it.
     """
 
     def entailment_probs(self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str]) -> Sequence[float]: ...
@@ -58,8 +63,24 @@ class FunctionBackbone:
         return f"FunctionBackbone({self.name})"
 
 
-def call_backbone(backbone: Backbone, premises: Sequence[Sequence[str]], hypotheses: Sequence[str]) -> np.ndarray:
-    """Call ``backbone`` once and check what it returned: one finite probability in [0, 1] per hypothesis."""
+def accepts_num_base(backbone: Any) -> bool:
+    """Whether ``backbone.entailment_probs`` takes the optional ``num_base`` keyword (see :class:`Backbone`)."""
+    try:
+        return "num_base" in inspect.signature(backbone.entailment_probs).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def call_backbone(
+    backbone: Backbone,
+    premises: Sequence[Sequence[str]],
+    hypotheses: Sequence[str],
+    num_base: Sequence[int] | None = None,
+) -> np.ndarray:
+    """Call ``backbone`` once and check what it returned: one finite probability in [0, 1] per hypothesis.
+
+    ``num_base[i]`` (how many of ``premises[i]`` are base claims) is passed on only to backbones that accept it.
+    """
     if not hasattr(backbone, "entailment_probs"):
         raise TypeError(
             f"backbone={backbone!r} has no entailment_probs(premises, hypotheses) method: wrap a function with "
@@ -67,7 +88,10 @@ def call_backbone(backbone: Backbone, premises: Sequence[Sequence[str]], hypothe
         )
     if not hypotheses:
         return np.zeros(0, dtype=np.float64)
-    raw = backbone.entailment_probs(premises, hypotheses)
+    if num_base is not None and accepts_num_base(backbone):
+        raw = backbone.entailment_probs(premises, hypotheses, num_base=list(num_base))
+    else:
+        raw = backbone.entailment_probs(premises, hypotheses)
     try:
         values = np.asarray([float(x) for x in raw], dtype=np.float64)
     except (TypeError, ValueError) as err:

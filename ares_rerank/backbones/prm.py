@@ -13,11 +13,10 @@ the step tag, then the judged step and its tag. Without a chat template: the bas
 newline, then the steps each followed by the tag and ``step_separator``. Excluded claims are absent from the input:
 two masks that differ in any claim render different inputs (the research code rendered one prompt for every mask).
 
-**Which premises are base claims?** The backbone protocol passes one flat list of included claims. Roles come from,
-in order: the ``num_base`` argument of :meth:`entailment_probs` (the first ``num_base[i]`` premises of pair i are
-base claims); the steps registered with :meth:`register_chains` (a premise equal to a registered step goes to the
-assistant turn); otherwise every premise goes to the user turn. Each is a fixed function of its inputs, so ARES's
-guarantee holds in all three; only the layout of the prompt differs.
+**Which premises are base claims?** The backbone protocol passes one flat list of included claims, plus the optional
+``num_base`` keyword: the first ``num_base[i]`` premises of pair i are base claims, the rest earlier steps.
+``score_chains`` (ARES and every baseline) always passes it; a direct call without it puts every premise in the user
+turn.
 """
 
 from __future__ import annotations
@@ -101,25 +100,12 @@ class _PRMBase(HFBackbone):
         self.system_prompt = system_prompt
         self.step_separator = step_separator
         self.use_chat_template = use_chat_template
-        self.known_steps: set[str] = set()
         has_template = bool(getattr(tokenizer, "chat_template", None))
         if use_chat_template and not has_template:
             raise ValueError(
                 "use_chat_template=True but the tokenizer has no chat_template: pass use_chat_template=None."
             )
         self._chat = has_template and use_chat_template is not False
-
-    def register_chains(self, chains: Sequence[Any]) -> None:
-        """Remember the steps of ``chains`` so premises equal to one of them are rendered as earlier steps.
-
-        Call before ``score_chains(chains, prm)``; without it (and without ``num_base``) every premise goes to the
-        user turn. Registration only adds; :meth:`clear_chains` forgets. Cached values are kept per role layout.
-        """
-        for chain in chains:
-            self.known_steps.update(chain.steps)
-
-    def clear_chains(self) -> None:
-        self.known_steps.clear()
 
     def render(self, base_claims: Sequence[str], steps: Sequence[str]) -> str:
         """The text this PRM scores for these base claims and steps (the last step is the judged one)."""
@@ -149,7 +135,8 @@ class _PRMBase(HFBackbone):
         Args:
             premises: Included claims per pair, in chain order (base claims first).
             hypotheses: The judged steps.
-            num_base: Optional: how many of ``premises[i]`` are base claims.
+            num_base: How many of ``premises[i]`` are base claims (``score_chains`` passes it); without it every
+                premise is rendered as a base claim.
         """
         if num_base is not None and len(num_base) != len(premises):
             raise ValueError(f"num_base has {len(num_base)} entries for {len(premises)} premise lists: give one each.")
@@ -161,7 +148,7 @@ class _PRMBase(HFBackbone):
                     raise ValueError(f"num_base[{i}]={n} is outside 0..{len(claims)} (the premise list's length).")
                 roles.append([BASE] * n + [STEP] * (len(claims) - n))
             else:
-                roles.append([STEP if c in self.known_steps else BASE for c in claims])
+                roles.append([BASE] * len(claims))
         return self._probs(premises, hypotheses, roles)
 
     def _render(self, claims: list[str], roles: tuple | None, hypothesis: str, kept: list[int]) -> dict[str, Any]:

@@ -262,17 +262,25 @@ class SelectingBackbone:
         self.backbone = backbone
         self.selector = get_selector(selector)
 
-    def entailment_probs(self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str]) -> list[float]:
+    def entailment_probs(
+        self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str], num_base: Sequence[int] | None = None
+    ) -> list[float]:
+        """Select premises, then ask the wrapped backbone; ``num_base`` (base claims first) is recounted after
+        selection and passed on to backbones that take it."""
         if len(premises) != len(hypotheses):
             raise ValueError(
                 f"SelectingBackbone.entailment_probs got {len(premises)} premise lists for {len(hypotheses)} "
                 "hypotheses: pass one premise list per hypothesis."
             )
-        selected = []
-        for claims, hypothesis in zip(premises, hypotheses):
+        selected, kept_base = [], []
+        for i, (claims, hypothesis) in enumerate(zip(premises, hypotheses)):
             claims = list(claims)
-            selected.append([claims[i] for i in apply_selector(self.selector, claims, hypothesis)])
-        return call_backbone(self.backbone, selected, list(hypotheses)).tolist()
+            kept = apply_selector(self.selector, claims, hypothesis)
+            selected.append([claims[j] for j in kept])
+            if num_base is not None:
+                kept_base.append(sum(1 for j in kept if j < num_base[i]))
+        counts = kept_base if num_base is not None else None
+        return call_backbone(self.backbone, selected, list(hypotheses), counts).tolist()
 
     def __getattr__(self, name: str):
         if name == "backbone":  # not yet set (e.g. during unpickling): avoid infinite recursion

@@ -38,7 +38,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     module = importlib.import_module(f"ares_rerank.commands.{args.command}")
-    return int(module.run(args) or 0)
+    try:
+        return int(module.run(args) or 0)
+    except (ValueError, FileNotFoundError) as err:  # bad input: say what and how to fix it, no traceback
+        print(f"ares-rerank {args.command}: error: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

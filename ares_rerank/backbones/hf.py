@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Hashable, Sequence
 
 from .selection import PremiseSelector, apply_selector, fit_indices, get_selector
@@ -173,6 +174,25 @@ class HFBackbone:
         self._claim_lengths: dict[str, int] = {}
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad_id = int(pad) if pad is not None else 0
+
+    auto_class = "AutoModel"  # the transformers Auto class that from_pretrained loads subclasses with
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | Path, *, device: Any = "auto", dtype: Any = "auto",
+                        adapter: str | Path | None = None, base_model: str | Path | None = None,
+                        trust_remote_code: bool = False, model_kwargs: dict[str, Any] | None = None,
+                        **kwargs: Any) -> HFBackbone:
+        """Load with ``cls.auto_class`` (optionally with a peft adapter); ``kwargs`` go to the constructor.
+
+        ``trust_remote_code`` is opt-in: it runs the checkpoint's own Python code.
+        """
+        from .loading import load_model_and_tokenizer
+
+        model, tokenizer, _ = load_model_and_tokenizer(
+            name_or_path, cls.auto_class, device=device, dtype=dtype, adapter=adapter,
+            base_model=base_model, trust_remote_code=trust_remote_code, model_kwargs=model_kwargs,
+        )
+        return cls(model, tokenizer, **kwargs)
 
     @property
     def device(self) -> Any:

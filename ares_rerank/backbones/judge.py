@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 from typing import Any, Sequence
 
 from .hf import HFBackbone, special_prefix
-from .loading import load_model_and_tokenizer
 
 
 __all__ = ["JUDGE_PROMPT", "LIKERT_OPTIONS", "LLMJudge", "parse_step_ratings"]
@@ -145,17 +143,7 @@ class LLMJudge(HFBackbone):
             raise ValueError(f"answer options {list(options)} tokenize identically: pass distinguishable answers.")
         return encoded
 
-    @classmethod
-    def from_pretrained(cls, name_or_path: str | Path, *, device: Any = "auto", dtype: Any = "auto",
-                        adapter: str | Path | None = None, base_model: str | Path | None = None,
-                        trust_remote_code: bool = False, model_kwargs: dict[str, Any] | None = None,
-                        **kwargs: Any) -> LLMJudge:
-        """Load with ``AutoModelForCausalLM`` (optionally with a peft adapter); ``kwargs`` go to the constructor."""
-        model, tokenizer, _ = load_model_and_tokenizer(
-            name_or_path, "AutoModelForCausalLM", device=device, dtype=dtype, adapter=adapter,
-            base_model=base_model, trust_remote_code=trust_remote_code, model_kwargs=model_kwargs,
-        )
-        return cls(model, tokenizer, **kwargs)
+    auto_class = "AutoModelForCausalLM"
 
     # -- rendering ---------------------------------------------------------------------------------------------------
     def _prompt_ids(self, user_text: str) -> list[int]:

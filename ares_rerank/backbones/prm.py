@@ -21,7 +21,6 @@ turn.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Sequence
 
 from .hf import (
@@ -32,7 +31,6 @@ from .hf import (
     single_token_id,
     special_prefix,
 )
-from .loading import load_model_and_tokenizer
 
 
 __all__ = ["QWEN_PRM_SYSTEM_PROMPT", "CausalPRM", "StepTagPRM", "render_prm_text"]
@@ -207,18 +205,8 @@ class StepTagPRM(_PRMBase):
         super().__init__(model, tokenizer, step_tag, **kwargs)
         self.positive_index = positive_index
 
-    @classmethod
-    def from_pretrained(cls, name_or_path: str | Path, *, device: Any = "auto", dtype: Any = "auto",
-                        adapter: str | Path | None = None, base_model: str | Path | None = None,
-                        trust_remote_code: bool = False, model_kwargs: dict[str, Any] | None = None,
-                        **kwargs: Any) -> StepTagPRM:
-        """Load with ``AutoModelForTokenClassification`` (``AutoModel`` for remote-code PRMs such as Qwen's, which
-        need ``trust_remote_code=True``: opt-in, it runs the checkpoint's own Python code)."""
-        model, tokenizer, _ = load_model_and_tokenizer(
-            name_or_path, "AutoModelForTokenClassification", device=device, dtype=dtype, adapter=adapter,
-            base_model=base_model, trust_remote_code=trust_remote_code, model_kwargs=model_kwargs,
-        )
-        return cls(model, tokenizer, **kwargs)
+    # Remote-code PRMs that map only AutoModel (Qwen2.5-Math-PRM) load through it with trust_remote_code=True.
+    auto_class = "AutoModelForTokenClassification"
 
     def _tag_probs(self, items: list[dict[str, Any]]) -> list[list[float]]:
         import torch
@@ -252,17 +240,7 @@ class CausalPRM(_PRMBase):
         if self.good_id == self.bad_id:
             raise ValueError(f"good_token={good_token!r} and bad_token={bad_token!r} are the same token.")
 
-    @classmethod
-    def from_pretrained(cls, name_or_path: str | Path, *, device: Any = "auto", dtype: Any = "auto",
-                        adapter: str | Path | None = None, base_model: str | Path | None = None,
-                        trust_remote_code: bool = False, model_kwargs: dict[str, Any] | None = None,
-                        **kwargs: Any) -> CausalPRM:
-        """Load with ``AutoModelForCausalLM`` (optionally a peft adapter)."""
-        model, tokenizer, _ = load_model_and_tokenizer(
-            name_or_path, "AutoModelForCausalLM", device=device, dtype=dtype, adapter=adapter,
-            base_model=base_model, trust_remote_code=trust_remote_code, model_kwargs=model_kwargs,
-        )
-        return cls(model, tokenizer, **kwargs)
+    auto_class = "AutoModelForCausalLM"
 
     def _tag_probs(self, items: list[dict[str, Any]]) -> list[list[float]]:
         import torch

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator, TextIO
 
+from . import read_jsonl
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -49,15 +51,8 @@ def _separator(text: str) -> str | None:
 
 
 def _read(path: Path, prompt_key: str, candidates_key: str) -> list[dict[str, Any]]:
-    lines = sys.stdin.read().splitlines() if str(path) == "-" else path.read_text(encoding="utf-8").splitlines()
     records = []
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{lineno} is not valid JSON ({err}).") from err
+    for lineno, record in read_jsonl(path):
         if not isinstance(record, dict) or prompt_key not in record or candidates_key not in record:
             raise ValueError(
                 f"{path}:{lineno} needs the keys {prompt_key!r} and {candidates_key!r} (a list of candidates); "

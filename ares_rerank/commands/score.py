@@ -11,6 +11,8 @@ import json
 import sys
 from pathlib import Path
 
+from . import read_jsonl
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("score", help="Score every step of chains in a JSONL file.", description=__doc__)
@@ -33,15 +35,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def read_chains(path: Path, step_separator: str, prompt_split: str) -> list:
     from ..chain import Chain
 
-    lines = sys.stdin.read().splitlines() if str(path) == "-" else path.read_text(encoding="utf-8").splitlines()
     chains = []
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}:{lineno} is not valid JSON ({err}).") from err
+    for lineno, record in read_jsonl(path):
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}:{lineno} must be a JSON object, got {type(record).__name__}.")
         if "steps" in record:
             chain = Chain(record.get("base_claims", []), record["steps"], labels=record.get("labels"),
                           id=str(record.get("id", lineno)))

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ares_rerank.cli import main
+
+
+DEMO = Path(__file__).resolve().parents[1] / "examples" / "claimtrees_demo.jsonl"
+
+
+def test_score_command_flags_match_labels_with_the_oracle(tmp_path, capsys):
+    out = tmp_path / "scores.jsonl"
+    assert main(["score", str(DEMO), "--backbone", "claimtrees-oracle", "--output", str(out)]) == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    gold = [json.loads(line) for line in DEMO.read_text().splitlines()]
+    assert [r["id"] for r in records] == [g["id"] for g in gold]
+    for record, chain in zip(records, gold):
+        assert record["flags"] == [bool(y) for y in chain["labels"]]
+        assert record["mode"] == "exact" and record["evaluations"] == len(chain["steps"])
+    assert "step accuracy vs gold labels: 30/30 = 1.000" in capsys.readouterr().err
+
+
+def test_score_command_reads_prompt_completion_and_baselines(tmp_path, capsys):
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps({"id": "a", "prompt": "Rule: A -> B (meaning that if I have A, I can derive B)\nI have A",
+                                "completion": "I have A, I use rule (A -> B) to derive B, now I have B"}) + "\n")
+    assert main(["score", str(data), "--backbone", "claimtrees-oracle", "--prompt-split", "lines",
+                 "--method", "entail-prev"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["step_scores"] == [1.0] and record["method"] == "entail-prev"
+
+
+def test_score_command_bad_input_is_a_clear_error(tmp_path, capsys):
+    data = tmp_path / "bad.jsonl"
+    data.write_text('{"prompt": "p"}\n')
+    assert main(["score", str(data), "--backbone", "claimtrees-oracle"]) == 2
+    assert "bad.jsonl:1 needs 'steps'" in capsys.readouterr().err
+    data.write_text("not json\n")
+    assert main(["score", str(data), "--backbone", "claimtrees-oracle"]) == 2
+    assert "not valid JSON" in capsys.readouterr().err

@@ -143,10 +143,18 @@ def load_model_and_tokenizer(
     auto_map = getattr(config, "auto_map", None) or {}
     remote_only = trust_remote_code and auto_class not in auto_map and "AutoModel" in auto_map
     cls_name = "AutoModel" if remote_only else auto_class
-    model = getattr(transformers, cls_name).from_pretrained(
-        name_or_path, dtype=select_dtype(dtype, torch_device), trust_remote_code=trust_remote_code,
-        **(model_kwargs or {}),
-    )
+    # With an adapter, the base checkpoint lacks the task head (the adapter carries it as a module to save):
+    # transformers' "newly initialized" load report would be a false alarm, so it is silenced for that load only.
+    verbosity = transformers.logging.get_verbosity()
+    if adapter is not None:
+        transformers.logging.set_verbosity_error()
+    try:
+        model = getattr(transformers, cls_name).from_pretrained(
+            name_or_path, dtype=select_dtype(dtype, torch_device), trust_remote_code=trust_remote_code,
+            **(model_kwargs or {}),
+        )
+    finally:
+        transformers.logging.set_verbosity(verbosity)
     adapter_has_tokenizer = adapter is not None and (Path(adapter) / "tokenizer_config.json").is_file()
     tokenizer_source = adapter if adapter_has_tokenizer else name_or_path
     tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_source, trust_remote_code=trust_remote_code)

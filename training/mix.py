@@ -101,7 +101,9 @@ class MixArguments:
     multi_source_share: float = field(default=0.15, metadata={"help": "Share of multi-source (sXdY) chains."})
     insertion_share: float = field(default=0.15, metadata={"help": "Share of insertion (vVi I) chains."})
     subsets_per_step: int = field(default=2, metadata={"help": "Random premise subsets per step (augmentation)."})
-    premise_selection: str = field(default="relevant:8",
+    minimal_pairs: bool = field(default=True, metadata={
+        "help": "Add one-claim-removed negatives of entailed sound-prefix pairs (see training/pairs.py)."})
+    premise_selection: str = field(default="relevant:6",
                                    metadata={"help": "Premise selection applied to every pair, as at inference."})
     first_index: int = field(default=TRAIN_FIRST_INDEX, metadata={"help": "First generator index (disjoint from eval)."})
     mix_seed: int = field(default=0, metadata={"help": "Seed of the mix (shapes, names, templates, subsets, split)."})

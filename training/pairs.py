@@ -11,6 +11,10 @@ the step:
   oracle, which knows entailment for any subset: for ClaimTrees a step ``P -> Q`` is entailed iff its rule and its
   precondition (the fact ``P`` or an included step concluding ``P``) are in the subset
   (:class:`~ares_rerank.backbones.oracle.ClaimTreesOracle`).
+- **minimal pairs** (needs an oracle, optional): for each entailed sound-prefix pair, the same premises minus ONE
+  selected claim whose removal makes the step unentailed (for ClaimTrees: the rule, or the claim that gives the
+  precondition). Each such negative differs from a positive by one claim, which is exactly the decision a head
+  must get right inside ARES when an earlier step is rejected.
 
 Chains without an oracle (e.g. PRMBench-style data, where only the gold step labels are known) give sound-prefix
 pairs only: nothing tells us whether a step follows from an arbitrary subset.
@@ -34,7 +38,7 @@ from ares_rerank.chain import Chain
 
 __all__ = ["PAIR_KINDS", "build_pairs", "chain_pairs", "pairs_dataset", "split_chains", "subset_masks"]
 
-PAIR_KINDS = ("sound_prefix", "full_prefix", "subset")
+PAIR_KINDS = ("sound_prefix", "full_prefix", "subset", "minimal")
 OracleFor = Callable[[Chain], "Backbone | None"]
 
 
@@ -100,6 +104,7 @@ def chain_pairs(
     oracle: Backbone | None = None,
     subsets_per_step: int = 2,
     seed: int = 0,
+    minimal_pairs: bool = False,
 ) -> list[dict[str, Any]]:
     """Every pair of one chain (before deduplication), with selected premises.
 
@@ -110,6 +115,7 @@ def chain_pairs(
             gives sound-prefix pairs only.
         subsets_per_step: Random subsets per step (with an oracle).
         seed: Seed of the subsets (combined with the chain id).
+        minimal_pairs: Add the one-claim-removed negatives of entailed sound-prefix pairs (with an oracle).
 
     Returns:
         Rows ``{"chain_id", "step", "kind", "premises", "hypothesis", "label"}``; ``label`` 1 = entailed.
@@ -135,7 +141,30 @@ def chain_pairs(
         truth = call_backbone(oracle, questions, [r["hypothesis"] for r in rows])
         for row, value in zip(rows, truth):
             row["label"] = int(value >= 0.5)
+        if minimal_pairs:
+            rows += _minimal_negatives(rows, questions, selector, oracle)
     return rows
+
+
+def _minimal_negatives(rows: list[dict[str, Any]], questions: list[list[str]], selector: PremiseSelector,
+                       oracle: Backbone) -> list[dict[str, Any]]:
+    """Entailed sound-prefix pairs with one selected claim removed, kept where the oracle says that breaks them."""
+    candidates, included_sets = [], []
+    for row, included in zip(rows, questions):
+        if row["kind"] != "sound_prefix" or row["label"] != 1:
+            continue
+        for claim in dict.fromkeys(row["premises"]):
+            candidates.append(row)
+            included_sets.append([c for c in included if c != claim])
+    if not candidates:
+        return []
+    truth = call_backbone(oracle, included_sets, [r["hypothesis"] for r in candidates])
+    out = []
+    for row, without, value in zip(candidates, included_sets, truth):
+        if value < 0.5:
+            selected = [without[i] for i in apply_selector(selector, without, row["hypothesis"])]
+            out.append({**row, "kind": "minimal", "premises": selected, "label": 0})
+    return out
 
 
 def build_pairs(
@@ -144,6 +173,7 @@ def build_pairs(
     oracle_for: OracleFor | None = None,
     subsets_per_step: int = 2,
     seed: int = 0,
+    minimal_pairs: bool = False,
 ) -> list[dict[str, Any]]:
     """Deduplicated pairs of many chains (first occurrence of each (premises, hypothesis) kept).
 
@@ -151,7 +181,7 @@ def build_pairs(
         chains: Labelled chains of ONE split.
         premise_selection: The backbone's selection stage (``"all"``, ``"relevant"``, ...).
         oracle_for: ``chain -> oracle backbone or None``; ``None`` for all chains = sound prefixes only.
-        subsets_per_step, seed: See :func:`chain_pairs`.
+        subsets_per_step, seed, minimal_pairs: See :func:`chain_pairs`.
 
     Returns:
         Rows as in :func:`chain_pairs`. Identical pairs with conflicting labels raise (they would mean a broken
@@ -162,7 +192,7 @@ def build_pairs(
     out: list[dict[str, Any]] = []
     for chain in chains:
         oracle = oracle_for(chain) if oracle_for is not None else None
-        for row in chain_pairs(chain, selector, oracle, subsets_per_step, seed):
+        for row in chain_pairs(chain, selector, oracle, subsets_per_step, seed, minimal_pairs):
             key = (tuple(row["premises"]), row["hypothesis"])
             if key in seen:
                 if seen[key] != row["label"]:

@@ -125,7 +125,8 @@ def build_splits(mix: MixArguments) -> tuple[dict[str, Any], dict[str, Any]]:
     parts = split_chains(chains, {"val": mix.val_fraction, "test": mix.test_fraction}, seed=mix.mix_seed)
     datasets, summary = {}, {}
     for name, part in parts.items():
-        rows = build_pairs(part, mix.premise_selection, _oracle_for, mix.subsets_per_step, mix.mix_seed)
+        rows = build_pairs(part, mix.premise_selection, _oracle_for, mix.subsets_per_step, mix.mix_seed,
+                           mix.minimal_pairs)
         datasets[name] = pairs_dataset(rows)
         summary[name] = {"chains": len(part), "pairs": len(rows), "entailed": sum(r["label"] for r in rows),
                          "chain_ids": sorted(c.id for c in part)}
@@ -157,7 +158,7 @@ def calibrate_and_save(trainer: Any, tokenizer: Any, args: HeadTrainingArguments
     reliability_diagram(entailment_probs_from_logits(test_logits), test_labels, out / "reliability_test.png",
                         entailment_probs_from_logits(test_logits, temperature=fitted.temperature),
                         n_bins=args.calibration_bins, title="Default head, held-out test pairs")
-    calibration = {"temperature": fitted.temperature, "base_model": args.base_model,
+    calibration = {"temperature": fitted.temperature, "entailment_label": "entailment", "base_model": args.base_model,
                    "premise_selection": mix.premise_selection, "max_length": args.max_length,
                    "val": fitted.to_dict(), "test": test.to_dict(), **extra}
     targets = [out / "head"] + ([Path(args.export_dir)] if args.export_dir else [])
@@ -186,6 +187,28 @@ def save_head(model: Any, tokenizer: Any, folder: Path, calibration: dict[str, A
         config["base_model_name_or_path"] = base_model
         config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     write_calibration(folder, calibration)
+    (folder / "README.md").write_text(model_card(calibration))  # replaces peft's card (it names local paths)
+
+
+def model_card(calibration: dict[str, Any]) -> str:
+    """A short model card: what the head is, how it was trained and calibrated, how to load it."""
+    training = calibration.get("training", {})
+    mix = training.get("mix", {})
+    test = calibration.get("test", {})
+    return (
+        "# ARES entailment head\n\n"
+        f"LoRA adapter (r={training.get('lora_r')}) on `{calibration.get('base_model')}` with a 2-way head "
+        "(`not_entailment` / `entailment`), trained by `python -m training.train_head` (see training/README.md).\n\n"
+        f"- premise selection: `{calibration.get('premise_selection')}`; window {calibration.get('max_length')} tokens\n"
+        f"- training mix: {mix.get('num_chains')} ClaimTrees chains, templates {mix.get('templates')}, "
+        f"name styles {mix.get('name_styles')}, lengths {mix.get('lengths')}\n"
+        f"- steps: {training.get('steps')} (best {training.get('best_step')}), seed {training.get('seed')}\n"
+        f"- temperature {calibration.get('temperature', 1.0):.4f} (fitted on the val split); held-out test pairs: "
+        f"accuracy {test.get('accuracy', float('nan')):.4f}, ECE {test.get('ece_before', float('nan')):.4f} before / "
+        f"{test.get('ece_after', float('nan')):.4f} after\n\n"
+        "Load: `ares_rerank.load_backbone(\"default\")` (the shipped copy) or "
+        "`load_backbone(\"path/to/this/folder\", kind=\"nli\")`.\n"
+    )
 
 
 def train_head(mix: MixArguments, args: HeadTrainingArguments) -> TrainedHead:
@@ -212,10 +235,16 @@ def train_head(mix: MixArguments, args: HeadTrainingArguments) -> TrainedHead:
         callbacks=[EarlyStoppingCallback(early_stopping_patience=args.early_stopping_patience)],
     )
     result = trainer.train()
-    extra = {"training": {"mix": asdict(mix), "splits": summary, "seed": args.seed,
-                          "full_finetune": args.full_finetune, "lora_r": args.lora_r,
-                          "steps": result.global_step, "train_seconds": round(time.time() - start, 1),
-                          "best_checkpoint": trainer.state.best_model_checkpoint}}
+    out = Path(args.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "splits.json").write_text(json.dumps(summary, indent=2) + "\n")  # every chain id, per split
+    best = trainer.state.best_model_checkpoint
+    extra = {"training": {"mix": asdict(mix), "seed": args.seed, "full_finetune": args.full_finetune,
+                          "lora_r": args.lora_r, "learning_rate": args.learning_rate, "steps": result.global_step,
+                          "best_step": int(best.rsplit("-", 1)[-1]) if best else None,
+                          "train_seconds": round(time.time() - start, 1),
+                          "splits": {k: {kk: vv for kk, vv in v.items() if kk != "chain_ids"}
+                                     for k, v in summary.items()}}}
     calibration = calibrate_and_save(trainer, tokenizer, args, mix, encoded, extra)
     print(json.dumps({"temperature": calibration["temperature"], "val": calibration["val"],
                       "test": calibration["test"]}, indent=2), flush=True)

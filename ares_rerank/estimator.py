@@ -112,7 +112,10 @@ class _Run:
         self.bounds: list[float] = []
         self.sample = sample
         self.k = 0
-        self.start_sampling() if sample else self._start_exact()
+        if sample:
+            self.start_sampling()
+        else:
+            self._start_exact()
 
     @property
     def done(self) -> bool:

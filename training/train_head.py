@@ -31,6 +31,7 @@ from transformers import TrainingArguments
 __all__ = ["HeadTrainingArguments", "TrainedHead", "encode_pairs", "load_base", "parse_args", "save_head", "train_head"]
 
 ID2LABEL = {0: "not_entailment", 1: "entailment"}
+LABEL2ID = {v: k for k, v in ID2LABEL.items()}
 
 
 @dataclass
@@ -88,7 +89,7 @@ def load_base(args: HeadTrainingArguments) -> tuple[Any, Any]:
     path = resolve_model_name(args.base_model)
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForSequenceClassification.from_pretrained(
-        path, num_labels=2, id2label=ID2LABEL, label2id={v: k for k, v in ID2LABEL.items()})
+        path, num_labels=2, id2label=ID2LABEL, label2id=LABEL2ID)
     if args.full_finetune:
         return model, tokenizer
     from peft import LoraConfig, TaskType, get_peft_model
@@ -158,7 +159,8 @@ def calibrate_and_save(trainer: Any, tokenizer: Any, args: HeadTrainingArguments
     reliability_diagram(entailment_probs_from_logits(test_logits), test_labels, out / "reliability_test.png",
                         entailment_probs_from_logits(test_logits, temperature=fitted.temperature),
                         n_bins=args.calibration_bins, title="Default head, held-out test pairs")
-    calibration = {"temperature": fitted.temperature, "entailment_label": "entailment", "base_model": args.base_model,
+    # The class index, not the name: an adapter's base config is reloaded with default labels (LABEL_0 / LABEL_1).
+    calibration = {"temperature": fitted.temperature, "entailment_label": LABEL2ID["entailment"], "base_model": args.base_model,
                    "premise_selection": mix.premise_selection, "max_length": args.max_length,
                    "val": fitted.to_dict(), "test": test.to_dict(), **extra}
     targets = [out / "head"] + ([Path(args.export_dir)] if args.export_dir else [])

@@ -66,7 +66,9 @@ def _as_labels(labels: Any, n: int, num_labels: int) -> np.ndarray:
         raise TypeError(f"labels must be integer class indices, got dtype {arr.dtype}.")
     arr = arr.astype(np.int64)
     if arr.min() < 0 or arr.max() >= num_labels:
-        raise ValueError(f"labels contains {int(arr.min())}..{int(arr.max())}: class indices must lie in [0, {num_labels}).")
+        raise ValueError(
+            f"labels contains {int(arr.min())}..{int(arr.max())}: class indices must lie in [0, {num_labels})."
+        )
     return arr
 
 

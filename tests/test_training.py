@@ -219,3 +219,23 @@ def test_cli_train_forwards_to_the_training_recipe(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["train", "nonsense"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_init_adapter_continues_from_a_saved_head(tmp_path, tiny_nli_path):
+    import torch
+    from safetensors.torch import load_file
+
+    from training.train_head import load_base, train_head
+
+    mix, args = _tiny_args(tmp_path, tiny_nli_path, max_steps=2)
+    folder = train_head(mix, args).folder
+    _, args2 = _tiny_args(tmp_path, tiny_nli_path, init_adapter=str(folder))
+    model, _ = load_base(args2)
+    saved = load_file(str(folder / "adapter_model.safetensors"))
+    lora_a = {k: v for k, v in model.state_dict().items() if "lora_A" in k}
+    assert lora_a and len(lora_a) == len([k for k in saved if "lora_A" in k])
+    for name, value in lora_a.items():
+        match = [v for k, v in saved.items() if k.replace(".weight", "") in name.replace(".default", "")]
+        assert match and torch.equal(match[0], value)
+    assert any(p.requires_grad for n, p in model.named_parameters() if "lora_" in n)  # trainable, not frozen

@@ -105,7 +105,8 @@ class MixArguments:
         "help": "Add one-claim-removed negatives of entailed sound-prefix pairs (see training/pairs.py)."})
     premise_selection: str = field(default="relevant:6",
                                    metadata={"help": "Premise selection applied to every pair, as at inference."})
-    first_index: int = field(default=TRAIN_FIRST_INDEX, metadata={"help": "First generator index (disjoint from eval)."})
+    first_index: int = field(default=TRAIN_FIRST_INDEX,
+                             metadata={"help": "First generator index (disjoint from eval)."})
     mix_seed: int = field(default=0, metadata={"help": "Seed of the mix (shapes, names, templates, subsets, split)."})
 
     def __post_init__(self) -> None:
@@ -156,9 +157,12 @@ def rename_states(chain: Chain, names: Sequence[str], suffix: str = "") -> Chain
     """
     old = list(chain.meta["names"])
     if len(names) != len(old) or len(set(names)) != len(names):
-        raise ValueError(f"rename_states needs {len(old)} distinct names, got {len(names)} ({len(set(names))} distinct).")
+        raise ValueError(
+            f"rename_states needs {len(old)} distinct names, got {len(names)} ({len(set(names))} distinct)."
+        )
     mapping = dict(zip(old, names))
-    pattern = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(map(re.escape, sorted(old, key=len, reverse=True))) + r")(?![A-Za-z0-9_])")
+    alternatives = "|".join(map(re.escape, sorted(old, key=len, reverse=True)))
+    pattern = re.compile(r"(?<![A-Za-z0-9_])(" + alternatives + r")(?![A-Za-z0-9_])")
 
     def swap(text: str) -> str:
         return pattern.sub(lambda m: mapping[m.group(1)], text)

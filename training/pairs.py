@@ -67,7 +67,9 @@ def split_chains(
     if any(i is None for i in ids) or len(set(ids)) != len(ids):
         raise ValueError("split_chains needs chains with unique, non-None ids (the split unit): set Chain(id=...).")
     if "train" in fractions or any(not 0 <= f < 1 for f in fractions.values()) or sum(fractions.values()) >= 1:
-        raise ValueError(f"fractions={fractions!r}: name the held-out splits (not 'train') with shares summing below 1.")
+        raise ValueError(
+            f"fractions={fractions!r}: name the held-out splits (not 'train') with shares summing below 1."
+        )
     key = group or (lambda c: c.id)
     groups = sorted({key(c) for c in chains})
     random.Random(seed).shuffle(groups)

@@ -42,6 +42,8 @@ class HeadTrainingArguments(TrainingArguments):
     base_model: str = field(default=PACKAGED_ENCODER, metadata={
         "help": f"Encoder to fine-tune: a folder, a hub id, or {PACKAGED_ENCODER!r} (the packaged all-MiniLM-L6-v2)."})
     full_finetune: bool = field(default=False, metadata={"help": "Train every weight instead of a LoRA adapter."})
+    init_adapter: str | None = field(default=None, metadata={
+        "help": "Start from this trained LoRA adapter folder (a later stage of a curriculum) instead of a fresh one."})
     lora_r: int = field(default=8, metadata={"help": "LoRA rank."})
     lora_alpha: int = field(default=16, metadata={"help": "LoRA scaling numerator (scale = alpha / r)."})
     lora_dropout: float = field(default=0.05, metadata={"help": "Dropout on the LoRA path."})
@@ -66,6 +68,8 @@ class HeadTrainingArguments(TrainingArguments):
     def __post_init__(self) -> None:
         if self.lora_r < 1 or self.lora_alpha < 1:
             raise ValueError(f"lora_r={self.lora_r} and lora_alpha={self.lora_alpha} must be >= 1.")
+        if self.init_adapter and self.full_finetune:
+            raise ValueError("init_adapter continues a LoRA adapter: it cannot be combined with full_finetune=true.")
         if not 32 <= self.max_length <= 4096:
             raise ValueError(f"max_length={self.max_length} must lie in [32, 4096] tokens (MiniLM's window is 512).")
         super().__post_init__()
@@ -92,7 +96,10 @@ def load_base(args: HeadTrainingArguments) -> tuple[Any, Any]:
         path, num_labels=2, id2label=ID2LABEL, label2id=LABEL2ID)
     if args.full_finetune:
         return model, tokenizer
-    from peft import LoraConfig, TaskType, get_peft_model
+    from peft import LoraConfig, PeftModel, TaskType, get_peft_model
+
+    if args.init_adapter:
+        return PeftModel.from_pretrained(model, args.init_adapter, is_trainable=True), tokenizer
 
     config = LoraConfig(task_type=TaskType.SEQ_CLS, r=args.lora_r, lora_alpha=args.lora_alpha,
                         lora_dropout=args.lora_dropout, target_modules=list(args.lora_target_modules))
@@ -149,7 +156,7 @@ def _accuracy(eval_pred: Any) -> dict[str, float]:
 def calibrate_and_save(trainer: Any, tokenizer: Any, args: HeadTrainingArguments, mix: MixArguments,
                        encoded: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     """Fit T on val logits, measure ECE on test, write the head + ``ares_calibration.json`` (+ export copy)."""
-    from ares_rerank.calibration import calibrate, entailment_probs_from_logits, reliability_diagram, write_calibration
+    from ares_rerank.calibration import calibrate, entailment_probs_from_logits, reliability_diagram
 
     val_logits, val_labels = _logits(trainer, encoded["val"])
     fitted = calibrate(val_logits, val_labels, n_bins=args.calibration_bins)
@@ -158,10 +165,11 @@ def calibrate_and_save(trainer: Any, tokenizer: Any, args: HeadTrainingArguments
     out = Path(args.output_dir)
     reliability_diagram(entailment_probs_from_logits(test_logits), test_labels, out / "reliability_test.png",
                         entailment_probs_from_logits(test_logits, temperature=fitted.temperature),
-                        n_bins=args.calibration_bins, title="Default head, held-out test pairs")
+                        n_bins=args.calibration_bins, title="Entailment head, held-out test pairs")
     # The class index, not the name: an adapter's base config is reloaded with default labels (LABEL_0 / LABEL_1).
-    calibration = {"temperature": fitted.temperature, "entailment_label": LABEL2ID["entailment"], "base_model": args.base_model,
-                   "premise_selection": mix.premise_selection, "max_length": args.max_length,
+    calibration = {"temperature": fitted.temperature, "entailment_label": LABEL2ID["entailment"],
+                   "base_model": args.base_model, "premise_selection": mix.premise_selection,
+                   "max_length": args.max_length,
                    "val": fitted.to_dict(), "test": test.to_dict(), **extra}
     targets = [out / "head"] + ([Path(args.export_dir)] if args.export_dir else [])
     for target in targets:
@@ -201,7 +209,8 @@ def model_card(calibration: dict[str, Any]) -> str:
         "# ARES entailment head\n\n"
         f"LoRA adapter (r={training.get('lora_r')}) on `{calibration.get('base_model')}` with a 2-way head "
         "(`not_entailment` / `entailment`), trained by `python -m training.train_head` (see training/README.md).\n\n"
-        f"- premise selection: `{calibration.get('premise_selection')}`; window {calibration.get('max_length')} tokens\n"
+        f"- premise selection: `{calibration.get('premise_selection')}`; "
+        f"window {calibration.get('max_length')} tokens\n"
         f"- training mix: {mix.get('num_chains')} ClaimTrees chains, templates {mix.get('templates')}, "
         f"name styles {mix.get('name_styles')}, lengths {mix.get('lengths')}\n"
         f"- steps: {training.get('steps')} (best {training.get('best_step')}), seed {training.get('seed')}\n"

@@ -33,9 +33,11 @@ class PRMTrainingArguments(TrainingArguments):
     """``TrainingArguments`` plus the PRM model, data and rendering settings."""
 
     model_name_or_path: str = field(default="", metadata={"help": "Model folder or hub id (token classifier or LM)."})
-    dataset: str = field(default="claimtrees", metadata={"help": "JSONL rows, a saved Dataset folder, or 'claimtrees'."})
+    dataset: str = field(default="claimtrees",
+                         metadata={"help": "JSONL rows, a saved Dataset folder, or 'claimtrees'."})
     output_dir: str = field(default="runs/prm", metadata={"help": "Checkpoints and the final PRM (prm/)."})
-    step_tag: str = field(default="<extra_0>", metadata={"help": "Tag after each step; added if the tokenizer lacks it."})
+    step_tag: str = field(default="<extra_0>",
+                          metadata={"help": "Tag after each step; added if the tokenizer lacks it."})
     system_prompt: str | None = field(default=None, metadata={
         "help": "System turn (chat template only); default: the backbone's Qwen PRM prompt."})
     step_separator: str = field(default="", metadata={"help": "Text between a tag and the next step."})
@@ -100,7 +102,8 @@ def load_prm(args: PRMTrainingArguments) -> tuple[Any, Any]:
         tokenizer.add_special_tokens({"additional_special_tokens": [args.step_tag]})
         model.resize_token_embeddings(len(tokenizer))
     if model.config.pad_token_id is None:
-        model.config.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        pad = tokenizer.pad_token_id
+        model.config.pad_token_id = pad if pad is not None else tokenizer.eos_token_id
     if args.use_lora:
         from peft import LoraConfig, TaskType, get_peft_model
 

@@ -48,7 +48,9 @@ def _read_pairs(path: str) -> list[dict[str, Any]]:
         if "premise" in row and "premises" not in row:
             row["premises"] = [row["premise"]] if row["premise"] else []
         if "premises" not in row or "hypothesis" not in row or not ({"label", "class"} & set(row)):
-            raise ValueError(f"--pairs {path} line {i + 1}: needs premises (or premise), hypothesis and label (or class).")
+            raise ValueError(
+                f"--pairs {path} line {i + 1}: needs premises (or premise), hypothesis and label (or class)."
+            )
         rows.append(row)
     if not rows:
         raise ValueError(f"--pairs {path} holds no pairs.")

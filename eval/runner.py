@@ -186,6 +186,8 @@ def config_from_args(args: argparse.Namespace) -> AresConfig:
 def run_from_args(args: argparse.Namespace) -> int:
     """Run the harness for parsed options; writes ``<out>/<name>.json`` and ``.md`` and prints the table."""
     task = load_task(args.task, **task_options(args))
+    if getattr(args, "sample", None) is not None:
+        task = task.subsample(args.sample, args.sample_seed)
     backbone = resolve_backbone(args.backbone, args.kind)
     config = config_from_args(args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]

@@ -93,6 +93,14 @@ def test_ares_rerank_eval_subcommand(tmp_path, capsys):
     assert "ClaimTrees-5" in capsys.readouterr().out
 
 
+def test_eval_subcommand_sample(tmp_path, capsys):
+    code = cli_main(["eval", "--task", "claimtrees", "--length", "5", "--n", "20", "--sample", "6", "--sample-seed",
+                     "1", "--methods", "ares", "--out", str(tmp_path), "--no-cache", "--name", "s", "--no-progress"])
+    results = json.loads((tmp_path / "s.json").read_text())
+    assert code == 0 and results["task"]["info"]["sample"] == {"k": 6, "seed": 1, "of": 20}
+    assert "sample 6/20" in capsys.readouterr().out
+
+
 def test_eval_subcommand_outside_a_checkout_says_so(tmp_path, monkeypatch):
     import ares_rerank.commands.eval as command
 

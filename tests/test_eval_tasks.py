@@ -121,3 +121,21 @@ def test_synthetic_tasks_and_registry_errors():
         load_task("recipes", n=3, length=10)
     with pytest.raises(ValueError, match="unknown"):
         load_task("gsm8k")
+
+
+def test_subsample_is_seeded_ordered_and_keeps_twins(prmbench):
+    sample = prmbench.subsample(25, seed=3)
+    again = prmbench.subsample(25, seed=3)
+    other = prmbench.subsample(25, seed=4)
+    ids = [c.id for c in sample.chains]
+    assert ids == [c.id for c in again.chains]
+    assert ids != [c.id for c in other.chains]
+    positions = [[c.id for c in prmbench.chains].index(i) for i in ids]
+    assert positions == sorted(positions) and len(set(ids)) == 25
+    assert [t.id for t in sample.twins] == [f"{i}-original" for i in ids]
+    assert sample.first_errors == [prmbench.first_errors[p] for p in positions]
+    assert sample.key != prmbench.key and sample.key != other.key
+    assert sample.info["sample"] == {"k": 25, "seed": 3, "of": len(prmbench.chains)}
+    assert prmbench.subsample(10_000) is prmbench
+    with pytest.raises(ValueError, match="k=0"):
+        prmbench.subsample(0)

@@ -45,6 +45,26 @@ class TaskData:
         if self.first_errors is not None and len(self.first_errors) != len(self.chains):
             raise ValueError(f"task {self.name!r}: {len(self.first_errors)} first errors for {len(self.chains)} chains.")
 
+    def subsample(self, k: int, seed: int = 0) -> "TaskData":
+        """``k`` examples drawn at random without replacement (seeded), kept in their original order.
+
+        For benchmarks too slow to run whole on a CPU: the sample is the same for every method and backbone given the
+        same ``seed``, its key names ``k`` and ``seed`` (so cached scores never mix samples), and ``info`` records it.
+        Twins and first errors follow their chains. ``k`` at or above the task's size returns the task unchanged.
+        """
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k={k!r} must be a positive integer (the number of examples to sample).")
+        total = len(self.chains)
+        if k >= total:
+            return self
+        import random
+
+        keep = sorted(random.Random(seed).sample(range(total), k))
+        pick = lambda items: None if items is None else [items[i] for i in keep]  # noqa: E731
+        info = {**self.info, "sample": {"k": k, "seed": seed, "of": total}}
+        return TaskData(f"{self.name} (sample {k}/{total})", f"{self.key}-sample{k}s{seed}", pick(self.chains),
+                        twins=pick(self.twins), first_errors=pick(self.first_errors), info=info)
+
 
 _NUMBERING = re.compile(r"^\s*\d+\.(?:\s+|$)")  # "3.5 apples" is not numbered
 

@@ -1,18 +1,21 @@
 """Backbones by name for the harness: ``module:attr`` factories, and everything ``ares_rerank.load_backbone``
 knows (``"claimtrees-oracle"``, ``"default"`` once the shipped head exists, a hub id, a local model folder).
 
-The returned key names the backbone in cache paths; change the name (or pass ``--refresh``) when the model behind
-a name changes.
+The cache key of a backbone (:func:`backbone_cache_key`) names it and, for ``"default"`` and local folders, carries a
+fingerprint of the folder's files: retraining the head behind a name can never serve its old cached scores. A hub id
+is keyed by name only (``--refresh`` after the hub model changes).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import re
+from pathlib import Path
 from typing import Any
 
 
-__all__ = ["CountingBackbone", "backbone_key", "resolve_backbone"]
+__all__ = ["CountingBackbone", "backbone_cache_key", "backbone_key", "folder_fingerprint", "resolve_backbone"]
 
 
 def _from_factory(spec: str) -> Any:
@@ -55,6 +58,37 @@ def backbone_key(name: str, kind: str | None = None) -> str:
     """A file-name-safe key for ``name`` (and ``kind``), used in cache paths."""
     raw = name + (f"-{kind}" if kind else "")
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", raw).strip("_.")[:120] or "backbone"
+
+
+def folder_fingerprint(folder: str | Path, full_hash_below: int = 64 * 2**20) -> str:
+    """12 hex digits that change whenever a file directly in ``folder`` changes (content hash of files under
+    ``full_hash_below`` bytes, size + mtime of bigger ones, which would be slow to hash on every run)."""
+    digest = hashlib.sha1()
+    for path in sorted(Path(folder).iterdir()):
+        if not path.is_file():
+            continue
+        stat = path.stat()
+        digest.update(f"{path.name}\0{stat.st_size}\0".encode())
+        if stat.st_size < full_hash_below:
+            digest.update(hashlib.sha1(path.read_bytes()).digest())
+        else:
+            digest.update(str(stat.st_mtime_ns).encode())
+    return digest.hexdigest()[:12]
+
+
+def backbone_cache_key(name: str, kind: str | None = None) -> str:
+    """:func:`backbone_key` plus, for ``"default"`` and local model folders, :func:`folder_fingerprint` of the folder."""
+    key = backbone_key(name, kind)
+    folder = None
+    if name == "default":
+        from ares_rerank.backbones.loading import DEFAULT_HEAD_DIR
+
+        folder = DEFAULT_HEAD_DIR
+    elif Path(name).is_dir():
+        folder = Path(name)
+    if folder is not None and folder.is_dir():
+        key = f"{key}-{folder_fingerprint(folder)}"
+    return key
 
 
 class CountingBackbone:

@@ -20,7 +20,7 @@ from ares_rerank.chain import Chain, ChainScores
 from ares_rerank.estimator import AresConfig
 from ares_rerank.scoring import METHODS, score_chains
 
-from .backbones import CountingBackbone, backbone_key, resolve_backbone
+from .backbones import CountingBackbone, backbone_cache_key, backbone_key, resolve_backbone
 from .cache import ScoreCache, method_key
 from .protocol import best_of_2, cross_validate, fold_prevalences, processbench_cv, sample_efficiency
 from .report import results_markdown
@@ -121,6 +121,7 @@ def evaluate(
     config: AresConfig | None = None,
     *,
     backbone_name: str = "backbone",
+    backbone_kind: str | None = None,
     cache: ScoreCache | None = None,
     refresh: bool = False,
     batch_size: int = 32,
@@ -133,7 +134,9 @@ def evaluate(
         backbone: The backbone object.
         methods: ``"ares"`` and/or baseline names.
         config: ARES settings (default ``AresConfig()``: p = 1, eps = delta = 0.1, auto mode).
-        backbone_name: Names the backbone in the results and the cache.
+        backbone_name: Names the backbone in the results and the cache (with a fingerprint of the files when it
+            is ``"default"`` or a local folder, see :func:`eval.backbones.backbone_cache_key`).
+        backbone_kind: The ``kind`` it was loaded with (part of the cache key).
         cache, refresh, batch_size, progress: See :func:`score_cached`.
 
     Returns:
@@ -155,9 +158,10 @@ def evaluate(
         "methods": {},
         "environment": {"python": platform.python_version(), "machine": platform.machine()},
     }
+    cache_key = backbone_cache_key(backbone_name, backbone_kind)
     for method in methods:
         scores, stats = score_cached(
-            chains, backbone, method, config, cache=cache, cache_path=(task.key, backbone_key(backbone_name)),
+            chains, backbone, method, config, cache=cache, cache_path=(task.key, cache_key),
             refresh=refresh, batch_size=batch_size, progress=progress,
         )
         main_scores, twin_scores = scores[: len(task.chains)], scores[len(task.chains):] or None
@@ -192,8 +196,9 @@ def run_from_args(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     cache = None if args.no_cache else ScoreCache(args.cache_dir) if args.cache_dir else ScoreCache()
-    results = evaluate(task, backbone, methods, config, backbone_name=args.backbone, cache=cache,
-                       refresh=args.refresh, batch_size=args.batch_size, progress=not args.no_progress)
+    results = evaluate(task, backbone, methods, config, backbone_name=args.backbone, backbone_kind=args.kind,
+                       cache=cache, refresh=args.refresh, batch_size=args.batch_size,
+                       progress=not args.no_progress)
     out_dir = Path(args.out) if args.out else DEFAULT_OUT_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = args.name or f"{task.key}__{backbone_key(args.backbone, args.kind)}"

@@ -120,6 +120,21 @@ def test_backbone_names(tmp_path):
     assert backbone_key("some/model path", "nli") == "some_model_path-nli"
 
 
+def test_cache_key_follows_the_files_of_a_local_head(tmp_path):
+    from eval.backbones import backbone_cache_key
+
+    head = tmp_path / "head"
+    head.mkdir()
+    (head / "ares_calibration.json").write_text('{"temperature": 1.0}')
+    first = backbone_cache_key(str(head), "nli")
+    assert first == backbone_cache_key(str(head), "nli") and first.endswith(tuple("0123456789abcdef"))
+    (head / "ares_calibration.json").write_text('{"temperature": 1.5}')  # a retrained head behind the same path
+    assert backbone_cache_key(str(head), "nli") != first
+    assert backbone_cache_key(str(head), "judge") != backbone_cache_key(str(head), "nli")
+    assert backbone_cache_key("default") != "default"  # the shipped head's files are fingerprinted too
+    assert backbone_cache_key("claimtrees-oracle") == "claimtrees-oracle"
+
+
 def test_plots_write_pngs(tmp_path):
     from eval.plots import plot_long_chains, plot_sample_efficiency, plot_step_scores
 

@@ -5,7 +5,10 @@
 
 Reports, per method: wall time (best of ``--repeats``), backbone calls and (premises, hypothesis) pairs, steps
 scored per second; for ARES the pairs per Hoeffding budget ``pairs / sum(m * N(m))`` and its wall-time ratio to
-Entail-Prev. Nothing is cached. Numbers depend on the machine: report it with them.
+Entail-Prev. Nothing is cached: the score cache is not used, and a model backbone's in-memory cache is emptied
+before every timed run (otherwise a repeat, or the second method, would read the first one's results); for model
+backbones the pairs the encoder actually ran (after premise selection merged identical sets) are reported as well.
+Numbers depend on the machine: report it with them.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ def benchmark(
     for method in methods:
         best = float("inf")
         for _ in range(repeats):
+            _cold(backbone)
             counter = CountingBackbone(backbone)
             start = time.perf_counter()
             score_chains(chains, counter, method, config)
@@ -57,19 +61,34 @@ def benchmark(
             "steps_per_second": num_steps / best if best > 0 else float("inf"),
             "pairs_per_budget": counter.pairs / budget,
         }
+        stats = getattr(backbone, "stats", None)
+        if stats is not None and hasattr(stats, "pairs_computed"):
+            out["methods"][method]["encoder_pairs"] = stats.pairs_computed
+            out["methods"][method]["forward_passes"] = stats.forward_passes
     if "ares" in out["methods"] and "entail-prev" in out["methods"]:
         out["ares_over_entail_prev"] = out["methods"]["ares"]["seconds"] / out["methods"]["entail-prev"]["seconds"]
     return out
 
 
+def _cold(backbone: Any) -> None:
+    """Empty a model backbone's in-memory cache and zero its counters (no-op for backbones without them)."""
+    cache = getattr(backbone, "cache", None)
+    if cache is not None and hasattr(cache, "clear"):
+        cache.clear()
+    if hasattr(backbone, "reset_stats"):
+        backbone.reset_stats()
+
+
 def perf_markdown(result: dict[str, Any]) -> str:
-    """One row per method: seconds, steps/s, backbone calls, pairs, pairs / (m N)."""
+    """One row per method: seconds, steps/s, backbone calls, pairs, pairs / (m N) (and encoder pairs for models)."""
+    encoder = all("encoder_pairs" in r for r in result["methods"].values())
     rows = [
-        [METHOD_NAMES.get(m, m), f"{r['seconds']:.3f}", f"{r['steps_per_second']:.0f}", r["calls"], r["pairs"],
-         f"{r['pairs_per_budget']:.4f}"]
+        [METHOD_NAMES.get(m, m), f"{r['seconds']:.3f}", f"{r['steps_per_second']:.1f}", r["calls"], r["pairs"],
+         f"{r['pairs_per_budget']:.4f}"] + ([r["encoder_pairs"]] if encoder else [])
         for m, r in result["methods"].items()
     ]
-    table = markdown_table(["Method", "wall s", "steps / s", "backbone calls", "pairs", "pairs / (m N)"], rows)
+    header = ["Method", "wall s", "steps / s", "backbone calls", "pairs", "pairs / (m N)"]
+    table = markdown_table(header + (["encoder pairs"] if encoder else []), rows)
     ratio = result.get("ares_over_entail_prev")
     tail = f"\n\nARES / Entail-Prev wall time: {ratio:.2f}x" if ratio is not None else ""
     return table + tail

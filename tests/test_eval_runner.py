@@ -10,7 +10,8 @@ from ares_rerank.backbones.base import FunctionBackbone
 from ares_rerank.backbones.oracle import ClaimTreesOracle
 from ares_rerank.cli import main as cli_main
 from ares_rerank.estimator import AresConfig
-from eval.bench_perf import benchmark
+from ares_rerank.scoring import score_chains
+from eval.bench_perf import benchmark, perf_markdown
 from eval.cache import ScoreCache, method_key
 from eval.runner import evaluate, main as runner_main, score_cached
 from eval.tasks import load_task
@@ -153,3 +154,18 @@ def test_bench_perf_counts_backbone_work():
     assert (prev["calls"], prev["pairs"]) == (1, 20)
     assert ares["pairs_per_budget"] == pytest.approx(20 / (5 * 4 * 220))
     assert result["ares_over_entail_prev"] > 0
+
+
+def test_bench_perf_times_a_model_backbone_cold_on_every_repeat(tiny_nli_path):
+    from ares_rerank.backbones.nli import EntailmentHead
+
+    chains = load_task("claimtrees", n=3, length=4).chains
+    head = EntailmentHead.from_pretrained(tiny_nli_path)
+    result = benchmark(chains, head, ("ares", "entail-prev"), AresConfig(), repeats=2)
+    for method in ("ares", "entail-prev"):
+        row = result["methods"][method]
+        fresh = EntailmentHead.from_pretrained(tiny_nli_path)
+        score_chains(chains, fresh, method, AresConfig())
+        # every repeat of every method ran the encoder as a fresh head would, never reading an earlier run's cache
+        assert row["encoder_pairs"] == fresh.stats.pairs_computed > 0 and row["forward_passes"] >= 1
+    assert "encoder pairs" in perf_markdown(result)

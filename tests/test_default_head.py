@@ -45,3 +45,18 @@ def test_ares_reward_loads_the_real_default_on_first_call(monkeypatch):
     prompt, completion = "\n".join(chain.base_claims), "\n\n".join(chain.steps)
     values = reward([prompt, prompt], [completion, "   "])
     assert values[1] is None and 0.0 <= values[0] <= 1.0
+
+
+def test_loaded_adapter_is_merged_for_inference_and_saves_as_the_same_adapter(head, tmp_path):
+    from safetensors.torch import load_file
+
+    lora_layers = [m for m in head.model.modules() if hasattr(m, "merged") and hasattr(m, "lora_A")]
+    assert lora_layers and all(m.merged for m in lora_layers)  # no LoRA path in the forward pass
+    head.save_pretrained(tmp_path / "copy")
+    shipped = load_file(DEFAULT_HEAD_DIR / "adapter_model.safetensors")
+    saved = load_file(tmp_path / "copy" / "adapter_model.safetensors")
+    assert set(saved) == set(shipped)
+    assert all((saved[k] == shipped[k]).all() for k in shipped)  # the adapter itself, not merged weights
+    again = load_backbone(str(tmp_path / "copy"), device="cpu")
+    premises, hypotheses = [["A is true.", "A implies B."], ["C is true."]], ["B is true.", "D is true."]
+    assert again.entailment_probs(premises, hypotheses) == pytest.approx(head.entailment_probs(premises, hypotheses))

@@ -25,6 +25,7 @@ def test_default_head_is_shipped_small_and_calibrated(head):
     assert not Path(config["base_model_name_or_path"]).is_absolute()  # resolved from the package at load time
     calibration = json.loads((DEFAULT_HEAD_DIR / "ares_calibration.json").read_text())
     assert head.temperature == pytest.approx(calibration["temperature"])
+    assert "default_head" in repr(head)  # names the adapter it came from, not only its base encoder
 
 
 def test_default_head_scores_chains_under_ares(head):

@@ -192,7 +192,9 @@ class HFBackbone:
             name_or_path, cls.auto_class, device=device, dtype=dtype, adapter=adapter,
             base_model=base_model, trust_remote_code=trust_remote_code, model_kwargs=model_kwargs,
         )
-        return cls(model, tokenizer, **kwargs)
+        backbone = cls(model, tokenizer, **kwargs)
+        backbone.source = str(adapter or name_or_path)
+        return backbone
 
     @property
     def device(self) -> Any:
@@ -326,8 +328,9 @@ class HFBackbone:
         raise NotImplementedError
 
     def __repr__(self) -> str:
-        name = getattr(getattr(self.model, "config", None), "_name_or_path", "") or type(self.model).__name__
-        return f"{type(self).__name__}({name!r})"
+        # the folder or hub id it was loaded from (an adapter's folder, not its base), else the model's own name
+        name = getattr(self, "source", None) or getattr(getattr(self.model, "config", None), "_name_or_path", "")
+        return f"{type(self).__name__}({name or type(self.model).__name__!r})"
 
 
 def special_prefix(tokenizer: Any) -> list[int]:

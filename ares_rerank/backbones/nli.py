@@ -137,7 +137,7 @@ class EntailmentHead(HFBackbone):
             name_or_path, "AutoModelForSequenceClassification", device=device, dtype=dtype, adapter=adapter,
             base_model=base_model, trust_remote_code=trust_remote_code, model_kwargs=model_kwargs,
         )
-        return cls(
+        head = cls(
             model,
             tokenizer,
             entailment_label=entailment_label if entailment_label is not None else calibration.get("entailment_label"),
@@ -147,6 +147,8 @@ class EntailmentHead(HFBackbone):
             premise_selection=premise_selection or calibration.get("premise_selection", "all"),
             cache_size=cache_size,
         )
+        head.source = str(adapter or name_or_path)
+        return head
 
     def save_pretrained(self, folder: str | Path, save_tokenizer: bool = True) -> Path:
         """Save model (or adapter), tokenizer and ``ares_calibration.json`` so :meth:`from_pretrained` restores all.

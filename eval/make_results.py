@@ -2,15 +2,17 @@
 
     python -m eval.make_results              # about 4 minutes the first time on 2 CPU cores, seconds when cached
 
-Everything here uses the backbones that exist in this checkout (the ClaimTrees rule oracle); sections for real
-backbones list the commands to run and stay marked as pending until those numbers exist. Scores are cached under
-``eval/cache/``; ``--refresh`` re-scores.
+Sections 1-6 are recomputed with the ClaimTrees rule oracle. Section 7 (real backbones) renders the result files
+committed under ``eval/results/real/`` (written by ``eval.runner --out eval/results/real`` and ``eval.bench_perf --json
+eval/results/real/perf_*.json``): those runs take an hour or more on a CPU, so they are not repeated here; sets with no
+file stay marked as pending. Scores are cached under ``eval/cache/``; ``--refresh`` re-scores.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -22,13 +24,14 @@ from .bench_perf import machine_description, benchmark, perf_markdown
 from .cache import ScoreCache
 from .plots import long_chain_series, plot_long_chains, plot_sample_efficiency, plot_step_scores
 from .protocol import fold_prevalences
-from .report import METHOD_NAMES, markdown_table, pm
+from .report import METHOD_NAMES, markdown_table, pm, results_markdown
 from .runner import evaluate
 from .tasks import load_task
 
 
 REPO = Path(__file__).resolve().parents[1]
 FIGURES = Path(__file__).resolve().parent / "results" / "figures"
+REAL_RESULTS = Path(__file__).resolve().parent / "results" / "real"
 LENGTHS = (5, 10, 20, 30, 50)
 LONG_METHODS = ("ares", "entail-prev", "entail-base", "roscoe-li-self", "roscoe-li-source", "receval-inter")
 # ARES_SPEC section 6: per-fold unsound-step prevalence (paper_compat labels).
@@ -180,6 +183,26 @@ def pending_section() -> tuple[str, int]:
     return table, prm.info["records_skipped"]
 
 
+def real_backbone_section(folder: Path = REAL_RESULTS) -> str:
+    """The committed real-backbone runs: one runner table per ``*.json`` (perf files as perf tables), or a pending note."""
+    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    if not files:
+        return "No real-backbone results are committed yet (`eval/results/real/` is empty): pending."
+    parts = []
+    for path in files:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        rel = _rel(path) if path.resolve().is_relative_to(REPO) else path.as_posix()
+        if isinstance(data.get("task"), dict) and "methods" in data:  # eval.runner
+            parts.append(f"From `{rel}`:\n\n" + results_markdown(data))
+        elif "methods" in data and "num_steps" in data:  # eval.bench_perf --json
+            head = (f"Performance, {data.get('task', '?')}, {data.get('num_chains', '?')} chains, backbone "
+                    f"`{data.get('backbone', '?')}`, ARES p = {data.get('prior', '?')}")
+            parts.append(f"{head} (`{rel}`; {data.get('machine', 'machine not recorded')}):\n\n" + perf_markdown(data))
+        else:
+            raise ValueError(f"{path} is neither an eval.runner result nor an eval.bench_perf --json file.")
+    return "\n\n".join(parts)
+
+
 def _oracle_cells(ct10: dict[str, Any], ct10_p95: dict[str, Any]) -> dict[tuple[str, str], str]:
     def f1(res: dict[str, Any], method: str) -> str:
         return pm(res["methods"][method]["macro"]["f1"], res["methods"][method]["macro"]["f1_se"])
@@ -221,7 +244,7 @@ def build(args: argparse.Namespace) -> str:
         fig_step=_rel(FIGURES / "step_scores_claimtrees10_idx0.png"),
         paper_table=paper_table(_oracle_cells(ct10, ct10_p95)),
         eff_table=efficiency_table(compat, p95), perf=perf_section(args.repeats),
-        pending_table=pend_table, prm_skipped=skipped,
+        pending_table=pend_table, prm_skipped=skipped, real_section=real_backbone_section(),
     )
 
 

@@ -169,3 +169,21 @@ def test_bench_perf_times_a_model_backbone_cold_on_every_repeat(tiny_nli_path):
         # every repeat of every method ran the encoder as a fresh head would, never reading an earlier run's cache
         assert row["encoder_pairs"] == fresh.stats.pairs_computed > 0 and row["forward_passes"] >= 1
     assert "encoder pairs" in perf_markdown(result)
+
+
+def test_results_doc_renders_committed_real_backbone_runs(tmp_path):
+    from eval.make_results import real_backbone_section
+
+    assert "pending" in real_backbone_section(tmp_path / "missing")
+    task = load_task("claimtrees", n=5, length=5)
+    results = evaluate(task, ClaimTreesOracle(), ["ares", "entail-prev"], progress=False)
+    (tmp_path / "ct5.json").write_text(json.dumps(results))
+    perf = benchmark(task.chains, ClaimTreesOracle(), repeats=1)
+    perf.update({"task": "ClaimTrees-5", "backbone": "claimtrees-oracle", "prior": 1.0, "machine": "test box"})
+    (tmp_path / "perf_ct5.json").write_text(json.dumps(perf))
+    text = real_backbone_section(tmp_path)
+    assert "ClaimTrees-5" in text and "ARES" in text and "Entail-Prev" in text
+    assert "Performance, ClaimTrees-5, 5 chains" in text and "test box" in text and "wall s" in text
+    (tmp_path / "other.json").write_text("{}")
+    with pytest.raises(ValueError, match="neither"):
+        real_backbone_section(tmp_path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ def _from_factory(spec: str) -> Any:
     return obj if is_instance else obj()
 
 
-def resolve_backbone(name: str, kind: str | None = None) -> Any:
+def resolve_backbone(name: str, kind: str | None = None, **options: Any) -> Any:
     """The backbone called ``name``.
 
     Args:
@@ -37,6 +38,7 @@ def resolve_backbone(name: str, kind: str | None = None) -> Any:
             or anything ``ares_rerank.load_backbone`` accepts (``"claimtrees-oracle"``, ``"default"``, a hub id, a
             local model folder).
         kind: Backbone kind passed to ``load_backbone`` (``"nli"``, ``"prm"``, ``"judge"``, ...); ``None`` = infer.
+        **options: Keyword arguments for ``load_backbone`` (e.g. ``overlong_steps="truncate"``).
 
     Returns:
         An object with ``entailment_probs(premises, hypotheses)``.
@@ -44,11 +46,13 @@ def resolve_backbone(name: str, kind: str | None = None) -> Any:
     if not isinstance(name, str) or not name:
         raise ValueError(f"backbone={name!r} must be a non-empty string, e.g. 'claimtrees-oracle'.")
     if re.fullmatch(r"[\w.]+:\w+", name):
+        if options:
+            raise ValueError(f"backbone options {sorted(options)} apply to load_backbone names, not to {name!r}.")
         backbone = _from_factory(name)
     else:
         from ares_rerank import load_backbone
 
-        backbone = load_backbone(name, kind=kind)
+        backbone = load_backbone(name, kind=kind, **options)
     if not hasattr(backbone, "entailment_probs"):
         raise TypeError(f"backbone={name!r} resolved to {type(backbone).__name__}, which has no entailment_probs().")
     return backbone
@@ -76,9 +80,12 @@ def folder_fingerprint(folder: str | Path, full_hash_below: int = 64 * 2**20) ->
     return digest.hexdigest()[:12]
 
 
-def backbone_cache_key(name: str, kind: str | None = None) -> str:
-    """:func:`backbone_key` plus, for ``"default"`` and local model folders, :func:`folder_fingerprint` of the folder."""
+def backbone_cache_key(name: str, kind: str | None = None, options: dict[str, Any] | None = None) -> str:
+    """:func:`backbone_key` plus the load options, and for ``"default"`` and local model folders
+    :func:`folder_fingerprint` of the folder."""
     key = backbone_key(name, kind)
+    if options:
+        key += "-" + hashlib.sha1(json.dumps(options, sort_keys=True, default=str).encode()).hexdigest()[:8]
     folder = None
     if name == "default":
         from ares_rerank.backbones.loading import DEFAULT_HEAD_DIR

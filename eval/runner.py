@@ -122,6 +122,7 @@ def evaluate(
     *,
     backbone_name: str = "backbone",
     backbone_kind: str | None = None,
+    backbone_options: dict[str, Any] | None = None,
     cache: ScoreCache | None = None,
     refresh: bool = False,
     batch_size: int = 32,
@@ -136,7 +137,7 @@ def evaluate(
         config: ARES settings (default ``AresConfig()``: p = 1, eps = delta = 0.1, auto mode).
         backbone_name: Names the backbone in the results and the cache (with a fingerprint of the files when it
             is ``"default"`` or a local folder, see :func:`eval.backbones.backbone_cache_key`).
-        backbone_kind: The ``kind`` it was loaded with (part of the cache key).
+        backbone_kind, backbone_options: The ``kind`` and load options it was loaded with (part of the cache key).
         cache, refresh, batch_size, progress: See :func:`score_cached`.
 
     Returns:
@@ -153,12 +154,13 @@ def evaluate(
         "task": {"name": task.name, "key": task.key, "info": task.info, "num_chains": len(task.chains),
                  "num_steps": sum(c.num_steps for c in task.chains)},
         "backbone": backbone_name,
+        "backbone_options": backbone_options or {},
         "config": asdict(config),
         "fold_prevalence": fold_prevalences([c.labels for c in task.chains]),
         "methods": {},
         "environment": {"python": platform.python_version(), "machine": platform.machine()},
     }
-    cache_key = backbone_cache_key(backbone_name, backbone_kind)
+    cache_key = backbone_cache_key(backbone_name, backbone_kind, backbone_options)
     for method in methods:
         scores, stats = score_cached(
             chains, backbone, method, config, cache=cache, cache_path=(task.key, cache_key),
@@ -180,6 +182,20 @@ def task_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def backbone_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--backbone-options`` as a dict (a JSON object of load_backbone keyword arguments)."""
+    raw = getattr(args, "backbone_options", None)
+    if not raw:
+        return {}
+    try:
+        options = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--backbone-options={raw!r} is not JSON ({err}); e.g. '{{\"overlong_steps\": \"truncate\"}}'.")
+    if not isinstance(options, dict):
+        raise ValueError(f"--backbone-options={raw!r} must be a JSON object, e.g. '{{\"overlong_steps\": \"truncate\"}}'.")
+    return options
+
+
 def config_from_args(args: argparse.Namespace) -> AresConfig:
     """The ARES settings given on the command line (options left out keep :class:`AresConfig`'s defaults)."""
     extra = {} if args.prune_mass is None else {"prune_mass": args.prune_mass}
@@ -192,12 +208,13 @@ def run_from_args(args: argparse.Namespace) -> int:
     task = load_task(args.task, **task_options(args))
     if getattr(args, "sample", None) is not None:
         task = task.subsample(args.sample, args.sample_seed)
-    backbone = resolve_backbone(args.backbone, args.kind)
+    options = backbone_options(args)
+    backbone = resolve_backbone(args.backbone, args.kind, **options)
     config = config_from_args(args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     cache = None if args.no_cache else ScoreCache(args.cache_dir) if args.cache_dir else ScoreCache()
     results = evaluate(task, backbone, methods, config, backbone_name=args.backbone, backbone_kind=args.kind,
-                       cache=cache, refresh=args.refresh, batch_size=args.batch_size,
+                       backbone_options=options, cache=cache, refresh=args.refresh, batch_size=args.batch_size,
                        progress=not args.no_progress)
     out_dir = Path(args.out) if args.out else DEFAULT_OUT_DIR
     out_dir.mkdir(parents=True, exist_ok=True)

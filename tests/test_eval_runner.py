@@ -187,3 +187,19 @@ def test_results_doc_renders_committed_real_backbone_runs(tmp_path):
     (tmp_path / "other.json").write_text("{}")
     with pytest.raises(ValueError, match="neither"):
         real_backbone_section(tmp_path)
+
+
+def test_backbone_options_reach_load_backbone_and_the_cache_key(tmp_path, tiny_nli_path):
+    from eval.backbones import backbone_cache_key
+
+    code = runner_main(["--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "entail-prev",
+                        "--backbone", str(tiny_nli_path), "--kind", "nli", "--backbone-options",
+                        '{"overlong_steps": "truncate", "max_length": 24}', "--out", str(tmp_path), "--name", "o",
+                        "--cache-dir", str(tmp_path / "cache"), "--no-progress"])
+    results = json.loads((tmp_path / "o.json").read_text())
+    assert code == 0 and results["backbone_options"] == {"overlong_steps": "truncate", "max_length": 24}
+    plain = backbone_cache_key(str(tiny_nli_path), "nli")
+    assert backbone_cache_key(str(tiny_nli_path), "nli", {"overlong_steps": "truncate"}) != plain
+    with pytest.raises(ValueError, match="JSON object"):
+        runner_main(["--task", "claimtrees", "--n", "2", "--backbone-options", "[1]", "--no-progress",
+                     "--out", str(tmp_path)])

@@ -57,6 +57,7 @@ class ScoringStats:
     cache_hits: int = 0
     pairs_windowed: int = 0
     premises_dropped: int = 0
+    hypotheses_truncated: int = 0
 
 
 class LRUCache:
@@ -150,6 +151,9 @@ class HFBackbone:
         max_length: The window in tokens (default: the model's).
         premise_selection: ``"all"``, ``"relevant"``, ``"relevant:K"`` or a selector, applied before rendering.
         cache_size: Entries of the LRU cache (0 disables it).
+        overlong_steps: A step that alone does not fit the window: ``"error"`` (default: never scored on a cut
+            text without being asked) or ``"truncate"`` (keep its first tokens that fit, with no premises; counted
+            in ``stats.hypotheses_truncated``; for benchmarks with a few degenerate steps).
     """
 
     def __init__(
@@ -161,9 +165,13 @@ class HFBackbone:
         max_length: int | None = None,
         premise_selection: str | PremiseSelector = "all",
         cache_size: int = 100_000,
+        overlong_steps: str = "error",
     ) -> None:
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"batch_size={batch_size!r} must be a positive integer, e.g. 16.")
+        if overlong_steps not in ("error", "truncate"):
+            raise ValueError(f"overlong_steps={overlong_steps!r} is unknown: use 'error' (default) or 'truncate'.")
+        self.overlong_steps = overlong_steps
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
@@ -301,11 +309,14 @@ class HFBackbone:
             return item
         bare = render(claims, roles, hypothesis, [])
         if len(bare["input_ids"]) > window:
-            raise ValueError(
-                f"hypothesis {hypothesis[:80]!r} needs {len(bare['input_ids'])} tokens with no premises, more than the "
-                f"model's window of {window}: the hypothesis is never cut. Split the step into shorter steps, or use "
-                "a model with a longer window (or raise max_length if the model supports it)."
-            )
+            if self.overlong_steps != "truncate":
+                raise ValueError(
+                    f"hypothesis {hypothesis[:80]!r} needs {len(bare['input_ids'])} tokens with no premises, more than "
+                    f"the model's window of {window}: the hypothesis is not cut unless asked. Split the step into "
+                    "shorter steps, use a model with a longer window (or raise max_length if the model supports it), "
+                    "or pass overlong_steps='truncate' to score its first tokens that fit."
+                )
+            return self._truncated(claims, roles, hypothesis, window, render, len(bare["input_ids"]))
         # Estimated cost: each claim's tokens plus one newline between claims; the loop below corrects the estimate.
         sep = self._separator_cost()
         lengths = [self._claim_length(c) + sep for c in claims]
@@ -318,6 +329,21 @@ class HFBackbone:
             budget -= len(item["input_ids"]) - window  # the estimate was short (merges at joins): shrink and retry
         self.stats.pairs_windowed += 1
         self.stats.premises_dropped += len(claims) - len(kept)
+        return item
+
+    def _truncated(self, claims: list[str], roles: tuple | None, hypothesis: str, window: int, render: Any,
+                   length: int) -> dict[str, Any]:
+        """The hypothesis cut to its first tokens that fit the window alone (no premises); counted in stats."""
+        ids = self.tokenizer.encode(hypothesis, add_special_tokens=False)
+        keep = len(ids)
+        while length > window and keep > 0:
+            keep = max(0, keep - (length - window))
+            item = render(claims, roles, self.tokenizer.decode(ids[:keep]), [])
+            length = len(item["input_ids"])
+        if length > window:
+            raise ValueError(f"the model's window of {window} tokens cannot hold even an empty hypothesis.")
+        self.stats.hypotheses_truncated += 1
+        self.stats.premises_dropped += len(claims)
         return item
 
     # -- for subclasses ------------------------------------------------------------------------------------------

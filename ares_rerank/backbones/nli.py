@@ -122,6 +122,7 @@ class EntailmentHead(HFBackbone):
         max_length: int | None = None,
         premise_selection: str | PremiseSelector | None = None,
         cache_size: int = 100_000,
+        overlong_steps: str = "error",
         model_kwargs: dict[str, Any] | None = None,
     ) -> EntailmentHead:
         """Load a sequence classifier (optionally with a peft adapter) and its calibration.
@@ -146,6 +147,7 @@ class EntailmentHead(HFBackbone):
             max_length=max_length if max_length is not None else calibration.get("max_length"),
             premise_selection=premise_selection or calibration.get("premise_selection", "all"),
             cache_size=cache_size,
+            overlong_steps=overlong_steps,
         )
         head.source = str(adapter or name_or_path)
         return head

@@ -46,6 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--backbone", default="claimtrees-oracle",
                        help="claimtrees-oracle, module:factory, or a load_backbone name / path (e.g. 'default').")
     model.add_argument("--kind", default=None, help="Backbone kind for load_backbone (nli, prm, judge, ...).")
+    model.add_argument("--backbone-options", default=None,
+                       help='JSON object of load_backbone keyword arguments, e.g. \'{"overlong_steps": "truncate"}\'.')
     model.add_argument("--methods", default=DEFAULT_METHODS, help="Comma-separated: ares and/or baselines.")
     model.add_argument("--prior", type=float, default=1.0, help="ARES base-claim prior p (paper tables: 0.95).")
     model.add_argument("--eps", type=float, default=0.1)

@@ -114,5 +114,5 @@ def test_bad_judge_settings(tiny_causal_lm_path):
         load_backbone(tiny_causal_lm_path, kind="judge", mode="maybe")
     with pytest.raises(ValueError, match="missing_rating"):
         load_backbone(tiny_causal_lm_path, kind="judge", missing_rating=2.0)
-    with pytest.raises(ValueError, match="never cut"):
+    with pytest.raises(ValueError, match="not cut unless asked"):
         load_backbone(tiny_causal_lm_path, kind="judge", max_length=64).entailment_probs([[]], ["long " * 100])

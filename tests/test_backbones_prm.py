@@ -111,7 +111,7 @@ def test_tokenizer_without_the_step_tag_is_an_error(tiny_prm_path):
 
 def test_hypothesis_longer_than_the_window_is_an_error(tiny_prm_path):
     prm = load_backbone(tiny_prm_path, max_length=160)  # the system turn alone is ~80 tokens
-    with pytest.raises(ValueError, match="never cut"):
+    with pytest.raises(ValueError, match="not cut unless asked"):
         prm.entailment_probs([BASE], ["a very long step " * 60])
     long_base = [f"Fact {i}: z{i} = {i}." for i in range(40)]
     (value,) = prm.entailment_probs([long_base], ["So z3 = 3."], num_base=[40])

@@ -203,3 +203,19 @@ def test_backbone_options_reach_load_backbone_and_the_cache_key(tmp_path, tiny_n
     with pytest.raises(ValueError, match="JSON object"):
         runner_main(["--task", "claimtrees", "--n", "2", "--backbone-options", "[1]", "--no-progress",
                      "--out", str(tmp_path)])
+
+
+def test_paper_table_takes_real_backbone_cells_from_committed_runs(tmp_path):
+    from eval.make_results import paper_table, real_cells
+
+    task = load_task("recipes", n=5)
+    constant = FunctionBackbone(lambda premises, hypotheses: [0.7] * len(hypotheses))
+    results = evaluate(task, constant, ["entail-base"], backbone_name="const", progress=False)
+    (tmp_path / "recipes.json").write_text(json.dumps(results))
+    cells = real_cells(tmp_path)
+    f1 = results["methods"]["entail-base"]["macro"]["f1"]
+    assert list(cells) == [("CaptainCookRecipes", "Entail-Base")]
+    assert cells[("CaptainCookRecipes", "Entail-Base")].startswith(f"{f1:.3f}") and "N = 5" in cells[
+        ("CaptainCookRecipes", "Entail-Base")]
+    table = paper_table(cells)
+    assert "`const` head, N = 5" in table and "| CaptainCookRecipes | ARES | 0.633 | pending" in table

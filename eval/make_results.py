@@ -169,14 +169,24 @@ def paper_table(ours: dict[tuple[str, str], str]) -> str:
 _REAL_SETS = {"prmbench": "PRMBench", "recipes": "CaptainCookRecipes"}
 
 
-def real_cells(folder: Path = REAL_RESULTS) -> dict[tuple[str, str], str]:
+def real_runs(folder: Path = REAL_RESULTS) -> list[tuple[Path, dict[str, Any]]]:
+    """The committed real-backbone result files, read once: ``(path, data)`` in name order."""
+    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    return [(path, json.loads(path.read_text(encoding="utf-8"))) for path in files]
+
+
+def _is_runner_result(data: dict[str, Any]) -> bool:
+    """An ``eval.runner`` result (its ``task`` is a dict); ``eval.bench_perf --json`` files name the task as a string."""
+    return isinstance(data.get("task"), dict) and "methods" in data
+
+
+def real_cells(runs: Sequence[tuple[Path, dict[str, Any]]]) -> dict[tuple[str, str], str]:
     """Cells of the paper table from the committed real-backbone runs (section 7), labelled with backbone and size."""
     cells: dict[tuple[str, str], str] = {}
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        task = data.get("task")
-        if not isinstance(task, dict):
+    for _, data in runs:
+        if not _is_runner_result(data):
             continue
+        task = data["task"]
         ds = next((name for prefix, name in _REAL_SETS.items() if task["key"].startswith(prefix)), None)
         if ds is None:
             continue
@@ -209,16 +219,14 @@ def pending_section() -> tuple[str, int]:
     return table, prm.info["records_skipped"]
 
 
-def real_backbone_section(folder: Path = REAL_RESULTS) -> str:
-    """The committed real-backbone runs: one runner table per ``*.json`` (perf files as perf tables), or a pending note."""
-    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
-    if not files:
+def real_backbone_section(runs: Sequence[tuple[Path, dict[str, Any]]]) -> str:
+    """The committed real-backbone runs: one runner table per file (perf files as perf tables), or a pending note."""
+    if not runs:
         return "No real-backbone results are committed yet (`eval/results/real/` is empty): pending."
     parts = []
-    for path in files:
-        data = json.loads(path.read_text(encoding="utf-8"))
+    for path, data in runs:
         rel = _rel(path) if path.resolve().is_relative_to(REPO) else path.as_posix()
-        if isinstance(data.get("task"), dict) and "methods" in data:  # eval.runner
+        if _is_runner_result(data):
             parts.append(f"From `{rel}`:\n\n" + results_markdown(data))
         elif "methods" in data and "num_steps" in data:  # eval.bench_perf --json
             head = (f"Performance, {data.get('task', '?')}, {data.get('num_chains', '?')} chains, backbone "
@@ -258,6 +266,7 @@ def build(args: argparse.Namespace) -> str:
     plot_sample_efficiency(eff_rows, FIGURES / "sample_efficiency.png")
     step_figure(FIGURES / "step_scores_claimtrees10_idx0.png")
     pend_table, skipped = pending_section()
+    real = real_runs()
     ct10 = next(r for r in compat if r["task"]["info"]["length"] == 10)
     ct10_p95 = next(r for _, _, r in p95 if r["task"]["info"]["length"] == 10)
     template = (Path(__file__).resolve().parent / "results_template.md").read_text(encoding="utf-8")
@@ -268,9 +277,9 @@ def build(args: argparse.Namespace) -> str:
         long_compat=long_chain_table(compat, with_paper=True),
         fig_long=_rel(FIGURES / "long_chains.png"), fig_eff=_rel(FIGURES / "sample_efficiency.png"),
         fig_step=_rel(FIGURES / "step_scores_claimtrees10_idx0.png"),
-        paper_table=paper_table({**real_cells(), **_oracle_cells(ct10, ct10_p95)}),
+        paper_table=paper_table({**real_cells(real), **_oracle_cells(ct10, ct10_p95)}),
         eff_table=efficiency_table(compat, p95), perf=perf_section(args.repeats),
-        pending_table=pend_table, prm_skipped=skipped, real_section=real_backbone_section(),
+        pending_table=pend_table, prm_skipped=skipped, real_section=real_backbone_section(real),
     )
 
 

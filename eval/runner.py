@@ -184,7 +184,7 @@ def task_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def backbone_options(args: argparse.Namespace) -> dict[str, Any]:
     """``--backbone-options`` as a dict (a JSON object of load_backbone keyword arguments)."""
-    raw = getattr(args, "backbone_options", None)
+    raw = args.backbone_options
     if not raw:
         return {}
     try:
@@ -206,7 +206,7 @@ def config_from_args(args: argparse.Namespace) -> AresConfig:
 def run_from_args(args: argparse.Namespace) -> int:
     """Run the harness for parsed options; writes ``<out>/<name>.json`` and ``.md`` and prints the table."""
     task = load_task(args.task, **task_options(args))
-    if getattr(args, "sample", None) is not None:
+    if args.sample is not None:
         task = task.subsample(args.sample, args.sample_seed)
     options = backbone_options(args)
     backbone = resolve_backbone(args.backbone, args.kind, **options)

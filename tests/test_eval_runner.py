@@ -172,21 +172,21 @@ def test_bench_perf_times_a_model_backbone_cold_on_every_repeat(tiny_nli_path):
 
 
 def test_results_doc_renders_committed_real_backbone_runs(tmp_path):
-    from eval.make_results import real_backbone_section
+    from eval.make_results import real_backbone_section, real_runs
 
-    assert "pending" in real_backbone_section(tmp_path / "missing")
+    assert real_runs(tmp_path / "missing") == [] and "pending" in real_backbone_section([])
     task = load_task("claimtrees", n=5, length=5)
     results = evaluate(task, ClaimTreesOracle(), ["ares", "entail-prev"], progress=False)
     (tmp_path / "ct5.json").write_text(json.dumps(results))
     perf = benchmark(task.chains, ClaimTreesOracle(), repeats=1)
     perf.update({"task": "ClaimTrees-5", "backbone": "claimtrees-oracle", "prior": 1.0, "machine": "test box"})
     (tmp_path / "perf_ct5.json").write_text(json.dumps(perf))
-    text = real_backbone_section(tmp_path)
+    text = real_backbone_section(real_runs(tmp_path))
     assert "ClaimTrees-5" in text and "ARES" in text and "Entail-Prev" in text
     assert "Performance, ClaimTrees-5, 5 chains" in text and "test box" in text and "wall s" in text
     (tmp_path / "other.json").write_text("{}")
     with pytest.raises(ValueError, match="neither"):
-        real_backbone_section(tmp_path)
+        real_backbone_section(real_runs(tmp_path))
 
 
 def test_backbone_options_reach_load_backbone_and_the_cache_key(tmp_path, tiny_nli_path):
@@ -206,13 +206,13 @@ def test_backbone_options_reach_load_backbone_and_the_cache_key(tmp_path, tiny_n
 
 
 def test_paper_table_takes_real_backbone_cells_from_committed_runs(tmp_path):
-    from eval.make_results import paper_table, real_cells
+    from eval.make_results import paper_table, real_cells, real_runs
 
     task = load_task("recipes", n=5)
     constant = FunctionBackbone(lambda premises, hypotheses: [0.7] * len(hypotheses))
     results = evaluate(task, constant, ["entail-base"], backbone_name="const", progress=False)
     (tmp_path / "recipes.json").write_text(json.dumps(results))
-    cells = real_cells(tmp_path)
+    cells = real_cells(real_runs(tmp_path))
     f1 = results["methods"]["entail-base"]["macro"]["f1"]
     assert list(cells) == [("CaptainCookRecipes", "Entail-Base")]
     assert cells[("CaptainCookRecipes", "Entail-Base")].startswith(f"{f1:.3f}") and "N = 5" in cells[

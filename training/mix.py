@@ -5,7 +5,7 @@ names fell to 0.31 macro-F1 on 3-character names). The mix therefore varies what
 
 - **names**: 1 letter, 2 and 4 characters (A-Z then A-Z0-9) and short English words (4-7 letters). Three-character
   names are never trained on: they are a held-out generalization set.
-- **templates**: four wordings of the rule / fact / step sentences (:data:`TRAIN_TEMPLATES`); a fifth
+- **templates**: six wordings of the rule / fact / step sentences (:data:`TRAIN_TEMPLATES`); a seventh
   (:data:`HELDOUT_TEMPLATES`) is never trained on.
 - **shapes**: vanilla chains of :data:`TRAIN_LENGTHS` states, multi-source single-sink trees and insertion chains.
   Lengths 7, 14, 30 and 50 are never trained on.
@@ -59,6 +59,17 @@ TRAIN_TEMPLATES: dict[str, ClaimTreesTemplates] = {
         rule="{p} implies {q}.",
         fact="{p} is true.",
         step="{p} is true and {p} implies {q}, hence {q} is true.",
+    ),
+    "unlock": ClaimTreesTemplates(
+        rule="Having {p} unlocks {q}.",
+        fact="{p} is unlocked.",
+        step="Since {p} is unlocked and {p} unlocks {q}, {q} is unlocked as well.",
+    ),
+    # The conclusion first, as real chains often state it.
+    "follows": ClaimTreesTemplates(
+        rule="From {p} it follows that {q}.",
+        fact="{p} holds.",
+        step="{q} follows: {p} holds, and from {p} it follows that {q}.",
     ),
 }
 # Never trained on: new verbs, and the conclusion named before the premise in the step.

@@ -55,6 +55,10 @@ class HeadTrainingArguments(TrainingArguments):
         "help": "Val pairs used for early stopping and the temperature fit (a seeded sample; 0 = all)."})
     torch_threads: int = field(default=0, metadata={
         "help": "torch intra-op threads (0 = torch's default). On a busy shared CPU 1 thread can beat 2."})
+    bucket_batches: int = field(default=8, metadata={
+        "help": "Sort pairs by length inside random buckets of this many batches and shuffle the batches "
+                "(training/sampling.py): ~1.6x less compute than random batches. 0 = the Trainer's own sampler "
+                "(train_sampling_strategy)."})
     calibration_bins: int = field(default=15, metadata={"help": "Bins of the ECE and the reliability diagram."})
     export_dir: str | None = field(default=None, metadata={
         "help": "Also write the final head here (e.g. ares_rerank/default_head to ship it)."})
@@ -70,6 +74,12 @@ class HeadTrainingArguments(TrainingArguments):
             raise ValueError(f"lora_r={self.lora_r} and lora_alpha={self.lora_alpha} must be >= 1.")
         if self.init_adapter and self.full_finetune:
             raise ValueError("init_adapter continues a LoRA adapter: it cannot be combined with full_finetune=true.")
+        if self.bucket_batches < 0:
+            raise ValueError(f"bucket_batches={self.bucket_batches} must be >= 0 (0 = the Trainer's own sampler).")
+        if self.bucket_batches and self.train_sampling_strategy != "random":
+            raise ValueError(
+                f"train_sampling_strategy={self.train_sampling_strategy!r} and bucket_batches={self.bucket_batches} "
+                "both choose the batch order: set bucket_batches: 0 to use the Trainer's sampler.")
         if not 32 <= self.max_length <= 4096:
             raise ValueError(f"max_length={self.max_length} must lie in [32, 4096] tokens (MiniLM's window is 512).")
         super().__post_init__()
@@ -139,6 +149,24 @@ def build_splits(mix: MixArguments) -> tuple[dict[str, Any], dict[str, Any]]:
         summary[name] = {"chains": len(part), "pairs": len(rows), "entailed": sum(r["label"] for r in rows),
                          "chain_ids": sorted(c.id for c in part)}
     return datasets, summary
+
+
+def _trainer_class(bucket_batches: int) -> type:
+    """``Trainer``, or a subclass whose training batches come from :class:`~training.sampling.LengthBucketSampler`."""
+    from transformers import Trainer
+
+    if not bucket_batches:
+        return Trainer
+
+    class BucketTrainer(Trainer):
+        def _get_train_sampler(self, train_dataset: Any = None) -> Any:
+            from training.sampling import LengthBucketSampler
+
+            dataset = train_dataset if train_dataset is not None else self.train_dataset
+            lengths = [len(ids) for ids in dataset["input_ids"]]
+            return LengthBucketSampler(lengths, self._train_batch_size, bucket_batches, seed=self.args.seed)
+
+    return BucketTrainer
 
 
 def _logits(trainer: Any, dataset: Any) -> tuple[Any, Any]:
@@ -224,7 +252,7 @@ def model_card(calibration: dict[str, Any]) -> str:
 
 def train_head(mix: MixArguments, args: HeadTrainingArguments) -> TrainedHead:
     """Train, calibrate and save one head to ``output_dir/head`` (and ``export_dir``); see the module docstring."""
-    from transformers import DataCollatorWithPadding, EarlyStoppingCallback, Trainer, set_seed
+    from transformers import DataCollatorWithPadding, EarlyStoppingCallback, set_seed
 
     start = time.time()
     if args.torch_threads > 0:
@@ -240,7 +268,7 @@ def train_head(mix: MixArguments, args: HeadTrainingArguments) -> TrainedHead:
     encoded = {name: encode_pairs(ds, model, tokenizer, args.max_length) for name, ds in datasets.items()}
     print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "chain_ids"} for k, v in summary.items()}),
           flush=True)
-    trainer = Trainer(
+    trainer = _trainer_class(args.bucket_batches)(
         model=model, args=args, train_dataset=encoded["train"], eval_dataset=encoded["val"],
         data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=_accuracy,
         callbacks=[EarlyStoppingCallback(early_stopping_patience=args.early_stopping_patience)],
@@ -251,7 +279,8 @@ def train_head(mix: MixArguments, args: HeadTrainingArguments) -> TrainedHead:
     (out / "splits.json").write_text(json.dumps(summary, indent=2) + "\n")  # every chain id, per split
     best = trainer.state.best_model_checkpoint
     extra = {"training": {"mix": asdict(mix), "seed": args.seed, "full_finetune": args.full_finetune,
-                          "lora_r": args.lora_r, "learning_rate": args.learning_rate, "steps": result.global_step,
+                          "lora_r": args.lora_r, "learning_rate": args.learning_rate, "bucket_batches": args.bucket_batches,
+                          "steps": result.global_step,
                           "best_step": int(best.rsplit("-", 1)[-1]) if best else None,
                           "train_seconds": round(time.time() - start, 1),
                           "splits": {k: {kk: vv for kk, vv in v.items() if kk != "chain_ids"}

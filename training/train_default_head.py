@@ -1,0 +1,61 @@
+"""Train the shipped default head end to end: one command, both stages of the recipe.
+
+    python -m training.train_default_head                              # writes runs/ and ares_rerank/default_head/
+    python -m training.train_default_head --runs_dir /tmp/try --export_dir ""    # a dry rerun that ships nothing
+
+Stage 1 (``configs/default_head_stage1.yaml``) trains a fresh LoRA adapter on the ClaimTrees mix; stage 2
+(``configs/default_head.yaml``) continues that adapter with minimal-pair negatives, calibrates it and exports it. The
+stages, their settings and why there are two are in training/README.md. Prints and writes (``<runs_dir>/recipe.json``)
+the wall time of each stage and of the whole recipe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from training.train_head import parse_args, train_head
+
+
+__all__ = ["STAGES", "main"]
+
+CONFIGS = Path(__file__).resolve().parent / "configs"
+STAGES = (("stage1", CONFIGS / "default_head_stage1.yaml"), ("stage2", CONFIGS / "default_head.yaml"))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m training.train_default_head", description=__doc__.split("\n")[0])
+    parser.add_argument("--runs_dir", default="runs", help="Where both stages write checkpoints, logs and heads.")
+    parser.add_argument("--export_dir", default="ares_rerank/default_head",
+                        help="Where the final head is copied ('' = nowhere; the default replaces the shipped head).")
+    args = parser.parse_args(argv)
+
+    runs = Path(args.runs_dir)
+    stage1_out, stage2_out = runs / "default_head_stage1", runs / "default_head"
+    overrides = {
+        "stage1": ["--output_dir", str(stage1_out), "--export_dir", ""],
+        "stage2": ["--output_dir", str(stage2_out), "--init_adapter", str(stage1_out / "head"),
+                   "--export_dir", args.export_dir],
+    }
+    seconds, start = {}, time.time()
+    for name, config in STAGES:
+        stage_start = time.time()
+        mix, head_args = parse_args([str(config), *overrides[name]])
+        train_head(mix, head_args)
+        seconds[name] = round(time.time() - stage_start, 1)
+        print(json.dumps({"stage": name, "seconds": seconds[name]}), flush=True)
+    record = {"stages": {name: str(config) for name, config in STAGES},
+              "seconds": {**seconds, "total": round(time.time() - start, 1)},
+              "head": str(stage2_out / "head"), "export_dir": args.export_dir}
+    runs.mkdir(parents=True, exist_ok=True)
+    (runs / "recipe.json").write_text(json.dumps(record, indent=2) + "\n")
+    print(json.dumps(record), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,12 +1,14 @@
 """``ares-rerank train``: fine-tune an entailment head or a PRM head (the recipes in ``training/`` of a checkout).
 
 Examples:
-    ares-rerank train head training/configs/default_head.yaml                  # the shipped default head
-    ares-rerank train head training/configs/default_head.yaml --max_steps 50 --output_dir /tmp/try
+    ares-rerank train default-head                       # the shipped default head: both stages of its recipe
+    ares-rerank train default-head --runs_dir /tmp/try --export_dir ""          # the same, shipping nothing
+    ares-rerank train head training/configs/default_head_stage1.yaml --max_steps 50 --output_dir /tmp/try
     ares-rerank train prm --model_name_or_path path/to/qwen --dataset rows.jsonl --output_dir runs/prm
 
-Everything after ``head`` / ``prm`` goes to ``python -m training.train_head`` / ``training.train_prm`` (a YAML
-config first, then ``--field value`` flags of their argument dataclasses; ``--help`` lists them). The training
+Everything after the target goes to ``python -m training.train_default_head`` / ``training.train_head`` /
+``training.train_prm`` (for ``head`` and ``prm`` a YAML config first, then ``--field value`` flags of their argument
+dataclasses; ``--help`` lists them). The training
 recipes ship with the repository, not with the installed package: run this from a source checkout.
 """
 
@@ -17,7 +19,7 @@ import sys
 from pathlib import Path
 
 
-TARGETS = {"head": "training.train_head", "prm": "training.train_prm"}
+TARGETS = {"default-head": "training.train_default_head", "head": "training.train_head", "prm": "training.train_prm"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,7 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "train", help="Fine-tune a calibrated entailment head or a PRM head (from a source checkout).",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("target", choices=sorted(TARGETS), help="head: entailment head (LoRA); prm: step-tag PRM.")
+    parser.add_argument("target", choices=sorted(TARGETS), help="default-head: the shipped head's recipe; head: an entailment head (LoRA) from a config; "
+                             "prm: a step-tag PRM.")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="[config.yaml] [--field value ...]")
 
 
@@ -38,7 +41,7 @@ def find_training_checkout() -> Path:
     raise SystemExit(
         "ares-rerank train runs the training recipes in training/, which ship with the source repository, not with "
         "the installed package. Run it from a checkout: `git clone <ares-rerank repo> && cd ares-rerank && "
-        "ares-rerank train head training/configs/default_head.yaml` (or `python -m training.train_head ...`)."
+        "ares-rerank train default-head` (or `python -m training.train_default_head`)."
     )
 
 

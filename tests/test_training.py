@@ -313,13 +313,24 @@ def test_default_head_recipe_runs_both_stages_in_one_command(tmp_path, tiny_nli_
     stage1.write_text(common + "minimal_pairs: false\noutput_dir: elsewhere\n")
     stage2.write_text(common + "minimal_pairs: true\ninit_adapter: not/this/one\n")
     monkeypatch.setattr(train_default_head, "STAGES", (("stage1", stage1), ("stage2", stage2)))
+    checked = []  # a 2-step tiny head is no better than the majority class: record the guard's calls instead
+    monkeypatch.setattr(train_default_head, "check_not_collapsed", lambda stage, calibration: checked.append(stage))
     runs, export = tmp_path / "runs", tmp_path / "export"
     assert train_default_head.main(["--runs_dir", str(runs), "--export_dir", str(export)]) == 0
 
     record = json.loads((runs / "recipe.json").read_text())
-    assert set(record["seconds"]) == {"stage1", "stage2", "total"}
+    assert set(record["seconds"]) == {"stage1", "stage2", "total"} and checked == ["stage1", "stage2"]
     assert (runs / "default_head_stage1" / "head" / "adapter_model.safetensors").is_file()
     assert not (tmp_path / "elsewhere").exists()  # the recipe's runs_dir overrides the stage config
     stage2_record = json.loads((export / "ares_calibration.json").read_text())["training"]
     assert stage2_record["mix"]["minimal_pairs"] is True
     assert (runs / "default_head" / "head" / "ares_calibration.json").is_file()
+
+
+def test_default_head_recipe_stops_when_a_stage_collapsed():
+    from training.train_default_head import check_not_collapsed
+
+    splits = {"training": {"splits": {"test": {"pairs": 200, "entailed": 70}}}}
+    check_not_collapsed("stage1", {"test": {"accuracy": 0.90}, **splits})
+    with pytest.raises(SystemExit, match="stage1: held-out accuracy 0.650 .* majority class \\(0.650\\)"):
+        check_not_collapsed("stage1", {"test": {"accuracy": 0.65}, **splits})

@@ -326,6 +326,15 @@ def test_default_head_recipe_runs_both_stages_in_one_command(tmp_path, tiny_nli_
     assert stage2_record["mix"]["minimal_pairs"] is True
     assert (runs / "default_head" / "head" / "ares_calibration.json").is_file()
 
+    def collapsed(stage, calibration):
+        if stage == "stage2":
+            raise SystemExit("stage2: collapsed")
+
+    monkeypatch.setattr(train_default_head, "check_not_collapsed", collapsed)
+    with pytest.raises(SystemExit, match="collapsed"):
+        train_default_head.main(["--runs_dir", str(tmp_path / "runs2"), "--export_dir", str(tmp_path / "export2")])
+    assert (tmp_path / "runs2" / "default_head" / "head").is_dir() and not (tmp_path / "export2").exists()
+
 
 def test_default_head_recipe_stops_when_a_stage_collapsed():
     from training.train_default_head import check_not_collapsed

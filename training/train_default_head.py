@@ -4,7 +4,8 @@
     python -m training.train_default_head --runs_dir /tmp/try --export_dir ""    # a dry rerun that ships nothing
 
 Stage 1 (``configs/default_head_stage1.yaml``) trains a fresh LoRA adapter on the ClaimTrees mix; stage 2
-(``configs/default_head.yaml``) continues that adapter with minimal-pair negatives, calibrates it and exports it. The
+(``configs/default_head.yaml``) continues that adapter with minimal-pair negatives and calibrates it; its head is
+copied to ``--export_dir`` only when neither stage collapsed (:func:`check_not_collapsed`). The
 stages, their settings and why there are two are in training/README.md. Prints and writes (``<runs_dir>/recipe.json``)
 the wall time of each stage and of the whole recipe.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -58,8 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     stage1_out, stage2_out = runs / "default_head_stage1", runs / "default_head"
     overrides = {
         "stage1": ["--output_dir", str(stage1_out), "--export_dir", ""],
-        "stage2": ["--output_dir", str(stage2_out), "--init_adapter", str(stage1_out / "head"),
-                   "--export_dir", args.export_dir],
+        # exported below, only once the stage-2 head has passed the collapse check
+        "stage2": ["--output_dir", str(stage2_out), "--init_adapter", str(stage1_out / "head"), "--export_dir", ""],
     }
     seconds, start = {}, time.time()
     for name, config in STAGES:
@@ -68,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_not_collapsed(name, train_head(mix, head_args).calibration)
         seconds[name] = round(time.time() - stage_start, 1)
         print(json.dumps({"stage": name, "seconds": seconds[name]}), flush=True)
+    if args.export_dir:
+        shutil.copytree(stage2_out / "head", args.export_dir, dirs_exist_ok=True)
     record = {"stages": {name: str(config) for name, config in STAGES},
               "seconds": {**seconds, "total": round(time.time() - start, 1)},
               "head": str(stage2_out / "head"), "export_dir": args.export_dir}

@@ -280,8 +280,8 @@ def train_head(mix: MixArguments, args: HeadTrainingArguments) -> TrainedHead:
     (out / "splits.json").write_text(json.dumps(summary, indent=2) + "\n")  # every chain id, per split
     best = trainer.state.best_model_checkpoint
     extra = {"training": {"mix": asdict(mix), "seed": args.seed, "full_finetune": args.full_finetune,
-                          "lora_r": args.lora_r, "learning_rate": args.learning_rate, "bucket_batches": args.bucket_batches,
-                          "steps": result.global_step,
+                          "lora_r": args.lora_r, "learning_rate": args.learning_rate,
+                          "bucket_batches": args.bucket_batches, "steps": result.global_step,
                           "best_step": int(best.rsplit("-", 1)[-1]) if best else None,
                           "train_seconds": round(time.time() - start, 1),
                           "splits": {k: {kk: vv for kk, vv in v.items() if kk != "chain_ids"}

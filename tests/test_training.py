@@ -12,7 +12,8 @@ from ares_rerank.backbones.oracle import ClaimTreesOracle
 from ares_rerank.backbones.selection import apply_selector, get_selector
 from ares_rerank.chain import Chain
 from ares_rerank.data import load_claimtrees
-from training.mix import HELDOUT_TEMPLATES, TRAIN_TEMPLATES, MixArguments, random_names, rename_states, templates_of, training_chains
+from training.mix import (HELDOUT_TEMPLATES, TRAIN_TEMPLATES, MixArguments, random_names, rename_states, templates_of,
+                          training_chains)
 from training.pairs import build_pairs, chain_pairs, pairs_dataset, split_chains, subset_masks
 
 

@@ -32,8 +32,9 @@ class LengthBucketSampler(Sampler[int]):
     """Indices such that consecutive groups of ``batch_size`` have similar lengths, in random batch order.
 
     Each pass: shuffle all indices; cut them into buckets of ``bucket_batches * batch_size``; sort each bucket by length
-    (with ``labels``: by the length quantile within each label) and cut it into batches; shuffle the batches (the single short batch, if the size does not divide, goes last so
-    that every other batch stays aligned with the ``DataLoader``'s ``batch_size``). Every index appears exactly once
+    (with ``labels``: by the length quantile within each label) and cut it into batches; shuffle the batches (the
+    single short batch, if the size does not divide, goes last so that every other batch stays aligned with the
+    ``DataLoader``'s ``batch_size``). Every index appears exactly once
     per pass; each pass draws a new order from ``seed`` and the pass number.
 
     Args:

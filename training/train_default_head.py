@@ -43,9 +43,10 @@ def check_not_collapsed(stage: str, calibration: dict) -> None:
     majority = max(split["entailed"], split["pairs"] - split["entailed"]) / split["pairs"]
     if test["accuracy"] < majority + 0.02:
         raise SystemExit(
-            f"{stage}: held-out accuracy {test['accuracy']:.3f} is no better than always answering the majority class "
-            f"({majority:.3f}): training collapsed, so the recipe stops before anything is exported. Rerun it (e.g. with "
-            "torch_threads: 1 or a lower learning_rate in that stage's config); the collapsed head is in its output_dir."
+            f"{stage}: held-out accuracy {test['accuracy']:.3f} is no better than always answering the majority "
+            f"class ({majority:.3f}): training collapsed, so the recipe stops before anything is exported. Rerun it "
+            "(e.g. with torch_threads: 1 or a lower learning_rate in that stage's config); the collapsed head is in "
+            "its output_dir."
         )
 
 

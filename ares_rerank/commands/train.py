@@ -27,7 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "train", help="Fine-tune a calibrated entailment head or a PRM head (from a source checkout).",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("target", choices=sorted(TARGETS), help="default-head: the shipped head's recipe; head: an entailment head (LoRA) from a config; "
+    parser.add_argument("target", choices=sorted(TARGETS),
+                        help="default-head: the shipped head's recipe; head: an entailment head (LoRA) from a config; "
                              "prm: a step-tag PRM.")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="[config.yaml] [--field value ...]")
 

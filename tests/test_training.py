@@ -233,17 +233,69 @@ def test_init_adapter_continues_from_a_saved_head(tmp_path, tiny_nli_path):
 
     from training.train_head import load_base, train_head
 
-    mix, args = _tiny_args(tmp_path, tiny_nli_path, max_steps=2)
+    mix, args = _tiny_args(tmp_path, tiny_nli_path, max_steps=2, lora_layers=1)  # LoRA on the upper layer only
     folder = train_head(mix, args).folder
     _, args2 = _tiny_args(tmp_path, tiny_nli_path, init_adapter=str(folder))
     model, _ = load_base(args2)
     saved = load_file(str(folder / "adapter_model.safetensors"))
     lora_a = {k: v for k, v in model.state_dict().items() if "lora_A" in k}
     assert lora_a and len(lora_a) == len([k for k in saved if "lora_A" in k])
+    assert all(".layer.1." in name for name in lora_a)  # the continued adapter keeps the first one's layers
     for name, value in lora_a.items():
         match = [v for k, v in saved.items() if k.replace(".weight", "") in name.replace(".default", "")]
         assert match and torch.equal(match[0], value)
     assert any(p.requires_grad for n, p in model.named_parameters() if "lora_" in n)  # trainable, not frozen
+
+
+@pytest.mark.slow
+def test_train_head_exports_only_a_head_that_passed_the_collapse_check(tmp_path, tiny_nli_path, monkeypatch):
+    from training import train_head as module
+
+    def collapsed(stage, calibration):
+        raise SystemExit(f"{stage}: collapsed")
+
+    monkeypatch.setattr(module, "check_not_collapsed", collapsed)  # a 2-step tiny head may or may not beat the majority
+    export = tmp_path / "export"
+    mix, args = _tiny_args(tmp_path, tiny_nli_path, max_steps=2, export_dir=str(export))
+    with pytest.raises(SystemExit, match="collapsed"):
+        module.train_head(mix, args)
+    assert (tmp_path / "run" / "head" / "ares_calibration.json").is_file() and not export.exists()
+
+    checked = []
+    monkeypatch.setattr(module, "check_not_collapsed", lambda stage, calibration: checked.append(stage))
+    module.train_head(mix, args)
+    assert checked == [str(tmp_path / "run")]
+    assert (export / "adapter_model.safetensors").read_bytes() == \
+        (tmp_path / "run" / "head" / "adapter_model.safetensors").read_bytes()
+
+
+def test_chunked_loss_matches_the_whole_batch_loss_and_gradients(tiny_nli_path):
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from training.train_head import chunked_loss
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_nli_path)
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_nli_path).eval()  # no dropout: exact comparison
+    premises = ["A is true.", "A is true.\nIf A, then B.\nIf B, then C.\nIf C, then D.", "If A, then B.", "B is true.",
+                "If A, then B.\nIf B, then C.", "A is true.\nIf A, then B.\nIf B, then C."]
+    batch = tokenizer(premises, ["B is true."] * 6, padding=True, return_tensors="pt")
+    assert tokenizer.padding_side == "right" and len(set(batch["attention_mask"].sum(-1).tolist())) > 2
+    batch["labels"] = torch.tensor([0, 1, 0, 1, 1, 0])
+
+    def loss_and_grads(compute):
+        model.zero_grad()
+        loss = compute()
+        loss.backward()
+        return loss.item(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    whole, whole_grads = loss_and_grads(lambda: model(**batch).loss)
+    for chunks in (2, 3, 6):
+        chunked, grads = loss_and_grads(lambda: chunked_loss(model, batch, chunks))
+        assert chunked == pytest.approx(whole, abs=1e-6)
+        assert len(grads) == len(whole_grads)
+        for a, b in zip(grads, whole_grads):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
 
 def test_length_bucket_sampler_covers_every_index_once_in_length_sorted_batches():
@@ -297,6 +349,10 @@ def test_length_bucket_sampler_and_training_args_reject_bad_settings(tmp_path):
     with pytest.raises(ValueError, match="bucket_batches: 0"):
         parse_args(["--output_dir", str(tmp_path), "--train_sampling_strategy", "group_by_length",
                     "--bucket_batches", "8"])
+    with pytest.raises(ValueError, match="lora_layers=\\[-1\\]"):
+        parse_args(["--output_dir", str(tmp_path), "--lora_layers", "-1"])
+    with pytest.raises(ValueError, match="length_chunks=32"):
+        parse_args(["--output_dir", str(tmp_path), "--length_chunks", "32", "--per_device_train_batch_size", "16"])
     with pytest.raises(ValueError, match="bucket_batches=-1"):
         parse_args(["--output_dir", str(tmp_path), "--bucket_batches", "-1"])
     _, args = parse_args(["--output_dir", str(tmp_path), "--train_sampling_strategy", "group_by_length"])
@@ -309,7 +365,7 @@ def test_default_head_recipe_runs_both_stages_in_one_command(tmp_path, tiny_nli_
 
     common = (f"base_model: {tiny_nli_path}\nnum_chains: 24\nmax_steps: 2\nper_device_train_batch_size: 8\n"
               "eval_steps: 2\nsave_steps: 2\nmax_length: 256\nlora_target_modules: [query, value]\n"
-              "disable_tqdm: true\nbucket_batches: 2\n")  # also runs the length-bucketed sampler inside Trainer
+              "disable_tqdm: true\nbucket_batches: 2\nlength_chunks: 2\n")  # also bucketed batches, chunked loss
     stage1, stage2 = tmp_path / "s1.yaml", tmp_path / "s2.yaml"
     stage1.write_text(common + "minimal_pairs: false\noutput_dir: elsewhere\n")
     stage2.write_text(common + "minimal_pairs: true\ninit_adapter: not/this/one\n")
@@ -338,7 +394,7 @@ def test_default_head_recipe_runs_both_stages_in_one_command(tmp_path, tiny_nli_
 
 
 def test_default_head_recipe_stops_when_a_stage_collapsed():
-    from training.train_default_head import check_not_collapsed
+    from training.train_head import check_not_collapsed
 
     splits = {"training": {"splits": {"test": {"pairs": 200, "entailed": 70}}}}
     check_not_collapsed("stage1", {"test": {"accuracy": 0.90}, **splits})

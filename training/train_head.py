@@ -28,7 +28,8 @@ from ares_rerank.backbones.loading import PACKAGED_ENCODER, resolve_model_name
 from transformers import TrainingArguments
 
 
-__all__ = ["HeadTrainingArguments", "TrainedHead", "encode_pairs", "load_base", "parse_args", "save_head", "train_head"]
+__all__ = ["HeadTrainingArguments", "TrainedHead", "check_not_collapsed", "encode_pairs", "load_base", "parse_args", "save_head",
+           "train_head"]
 
 ID2LABEL = {0: "not_entailment", 1: "entailment"}
 LABEL2ID = {v: k for k, v in ID2LABEL.items()}
@@ -49,6 +50,9 @@ class HeadTrainingArguments(TrainingArguments):
     lora_dropout: float = field(default=0.05, metadata={"help": "Dropout on the LoRA path."})
     lora_target_modules: list[str] = field(default_factory=lambda: ["query", "key", "value", "dense"],
                                            metadata={"help": "Linear layers that get LoRA matrices."})
+    lora_layers: list[int] = field(default_factory=list, metadata={
+        "help": "Encoder layers that get LoRA (e.g. 2 3 4 5 of MiniLM's 0-5; empty = all). Backpropagation then stops "
+                "at the lowest one: on MiniLM, the upper four cut a training step by about a third."})
     max_length: int = field(default=320, metadata={"help": "Encoder window in tokens (window policy beyond it)."})
     early_stopping_patience: int = field(default=3, metadata={"help": "Evaluations without val-loss improvement."})
     max_eval_pairs: int = field(default=600, metadata={
@@ -59,6 +63,9 @@ class HeadTrainingArguments(TrainingArguments):
         "help": "0 = the Trainer's own sampler (train_sampling_strategy). N > 0: batches of similar length with the "
                 "bucket's label mix, in random order, from random buckets of N batches (training/sampling.py): "
                 "~1.6x less padding, but on the ClaimTrees mix the head learned far worse per step."})
+    length_chunks: int = field(default=0, metadata={
+        "help": "N > 1: run each training batch as N forward passes over length-sorted slices, each without the padding "
+                "it does not need; same batches and same mean loss, fewer padded tokens (chunked_loss). 0/1 = off."})
     calibration_bins: int = field(default=15, metadata={"help": "Bins of the ECE and the reliability diagram."})
     export_dir: str | None = field(default=None, metadata={
         "help": "Also write the final head here (e.g. ares_rerank/default_head to ship it)."})
@@ -72,8 +79,13 @@ class HeadTrainingArguments(TrainingArguments):
     def __post_init__(self) -> None:
         if self.lora_r < 1 or self.lora_alpha < 1:
             raise ValueError(f"lora_r={self.lora_r} and lora_alpha={self.lora_alpha} must be >= 1.")
+        if any(layer < 0 for layer in self.lora_layers):
+            raise ValueError(f"lora_layers={self.lora_layers} must be encoder layer indices >= 0 (or empty for all).")
         if self.init_adapter and self.full_finetune:
             raise ValueError("init_adapter continues a LoRA adapter: it cannot be combined with full_finetune=true.")
+        if self.length_chunks < 0 or self.length_chunks > self.per_device_train_batch_size:
+            raise ValueError(f"length_chunks={self.length_chunks} must lie in [0, per_device_train_batch_size="
+                             f"{self.per_device_train_batch_size}] (0 or 1 = one forward pass per batch).")
         if self.bucket_batches < 0:
             raise ValueError(f"bucket_batches={self.bucket_batches} must be >= 0 (0 = the Trainer's own sampler).")
         if self.bucket_batches and self.train_sampling_strategy != "random":
@@ -112,7 +124,9 @@ def load_base(args: HeadTrainingArguments) -> tuple[Any, Any]:
         return PeftModel.from_pretrained(model, args.init_adapter, is_trainable=True), tokenizer
 
     config = LoraConfig(task_type=TaskType.SEQ_CLS, r=args.lora_r, lora_alpha=args.lora_alpha,
-                        lora_dropout=args.lora_dropout, target_modules=list(args.lora_target_modules))
+                        lora_dropout=args.lora_dropout, target_modules=list(args.lora_target_modules),
+                        layers_to_transform=list(args.lora_layers) or None,
+                        layers_pattern="layer" if args.lora_layers else None)
     return get_peft_model(model, config), tokenizer
 
 
@@ -151,15 +165,15 @@ def build_splits(mix: MixArguments) -> tuple[dict[str, Any], dict[str, Any]]:
     return datasets, summary
 
 
-def _trainer_class(bucket_batches: int) -> type:
-    """``Trainer``, or a subclass whose training batches come from :class:`~training.sampling.LengthBucketSampler`."""
+def _trainer_class(bucket_batches: int, length_chunks: int = 0) -> type:
+    """``Trainer``, or a subclass whose training batches come from :class:`~training.sampling.LengthBucketSampler`
+    and / or whose training loss runs each batch in length-sorted chunks (:func:`chunked_loss`)."""
     from transformers import Trainer
 
-    if not bucket_batches:
-        return Trainer
-
-    class BucketTrainer(Trainer):
+    class HeadTrainer(Trainer):
         def _get_train_sampler(self, train_dataset: Any = None) -> Any:
+            if not bucket_batches:
+                return super()._get_train_sampler(train_dataset)
             from training.sampling import LengthBucketSampler
 
             dataset = train_dataset if train_dataset is not None else self.train_dataset
@@ -167,7 +181,41 @@ def _trainer_class(bucket_batches: int) -> type:
             return LengthBucketSampler(lengths, self._train_batch_size, bucket_batches, seed=self.args.seed,
                                        labels=list(dataset["labels"]))
 
-    return BucketTrainer
+        def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
+                         num_items_in_batch: Any = None) -> Any:
+            if length_chunks < 2 or return_outputs or not model.training:
+                return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                            num_items_in_batch=num_items_in_batch)
+            side = getattr(self.processing_class, "padding_side", "right")
+            if side != "right":
+                raise ValueError(f"length_chunks={length_chunks} needs a right-padding tokenizer (padding_side is "
+                                 f"{side!r}): dropping left padding would shift absolute positions. Set length_chunks: 0.")
+            return chunked_loss(model, inputs, length_chunks)
+
+    return HeadTrainer if (bucket_batches or length_chunks > 1) else Trainer
+
+
+def chunked_loss(model: Any, inputs: dict[str, Any], chunks: int) -> Any:
+    """Mean cross-entropy of one padded batch, computed in ``chunks`` forward passes over length-sorted slices.
+
+    The batch must be right-padded. Each slice drops the trailing padding columns that none of its rows needs, so a batch costs fewer padded tokens while its
+    examples, and the loss the optimizer sees (the mean over the whole batch), stay those of the unchunked batch; only
+    float summation order and dropout draws differ. Batches stay random, unlike length-bucketed sampling.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    labels = inputs["labels"]
+    lengths = inputs["attention_mask"].sum(-1)
+    total = None
+    for part in torch.argsort(lengths).chunk(chunks):
+        width = int(lengths[part].max())
+        sub = {key: value[part][:, :width] if value.dim() == 2 else value[part]
+               for key, value in inputs.items() if key != "labels"}
+        logits = model(**sub).logits.float()
+        loss = F.cross_entropy(logits, labels[part], reduction="sum")
+        total = loss if total is None else total + loss
+    return total / labels.numel()
 
 
 def _logits(trainer: Any, dataset: Any) -> tuple[Any, Any]:
@@ -200,11 +248,32 @@ def calibrate_and_save(trainer: Any, tokenizer: Any, args: HeadTrainingArguments
                    "base_model": args.base_model, "premise_selection": mix.premise_selection,
                    "max_length": args.max_length,
                    "val": fitted.to_dict(), "test": test.to_dict(), **extra}
-    targets = [out / "head"] + ([Path(args.export_dir)] if args.export_dir else [])
-    for target in targets:
-        save_head(trainer.model, tokenizer, target, calibration, args.base_model)
+    save_head(trainer.model, tokenizer, out / "head", calibration, args.base_model)
     (out / "calibration.json").write_text(json.dumps(calibration, indent=2) + "\n")
+    if args.export_dir:
+        check_not_collapsed(str(out), calibration)  # a collapsed head stays in output_dir, never replaces the export
+        save_head(trainer.model, tokenizer, Path(args.export_dir), calibration, args.base_model)
     return calibration
+
+
+def check_not_collapsed(stage: str, calibration: dict[str, Any]) -> None:
+    """Stop (``SystemExit``) when a head does no better on its held-out test pairs than the majority class.
+
+    A run can diverge at the warmup peak and settle on a constant output (loss 0.693): on the stage-1 mix a rerun at
+    lr 1e-3 did, at step ~60 (training/README.md). Such a head must not be exported or trained on further; it stays
+    in its ``output_dir`` for inspection.
+    """
+    test = calibration.get("test", {})
+    split = calibration.get("training", {}).get("splits", {}).get("test", {})
+    if not split.get("pairs") or "accuracy" not in test:
+        return
+    majority = max(split["entailed"], split["pairs"] - split["entailed"]) / split["pairs"]
+    if test["accuracy"] < majority + 0.02:
+        raise SystemExit(
+            f"{stage}: held-out accuracy {test['accuracy']:.3f} is no better than always answering the majority "
+            f"class ({majority:.3f}): training collapsed, so nothing is exported. Rerun with a lower learning_rate "
+            "or more warmup_steps (or torch_threads: 1); the collapsed head is in its output_dir."
+        )
 
 
 def save_head(model: Any, tokenizer: Any, folder: Path, calibration: dict[str, Any], base_model: str) -> None:
@@ -269,7 +338,7 @@ def train_head(mix: MixArguments, args: HeadTrainingArguments) -> TrainedHead:
     encoded = {name: encode_pairs(ds, model, tokenizer, args.max_length) for name, ds in datasets.items()}
     print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "chain_ids"} for k, v in summary.items()}),
           flush=True)
-    trainer = _trainer_class(args.bucket_batches)(
+    trainer = _trainer_class(args.bucket_batches, args.length_chunks)(
         model=model, args=args, train_dataset=encoded["train"], eval_dataset=encoded["val"],
         data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=_accuracy,
         callbacks=[EarlyStoppingCallback(early_stopping_patience=args.early_stopping_patience)],
@@ -280,8 +349,10 @@ def train_head(mix: MixArguments, args: HeadTrainingArguments) -> TrainedHead:
     (out / "splits.json").write_text(json.dumps(summary, indent=2) + "\n")  # every chain id, per split
     best = trainer.state.best_model_checkpoint
     extra = {"training": {"mix": asdict(mix), "seed": args.seed, "full_finetune": args.full_finetune,
-                          "lora_r": args.lora_r, "learning_rate": args.learning_rate,
-                          "bucket_batches": args.bucket_batches, "steps": result.global_step,
+                          "lora_r": args.lora_r, "lora_layers": list(args.lora_layers),
+                          "learning_rate": args.learning_rate,
+                          "bucket_batches": args.bucket_batches, "length_chunks": args.length_chunks,
+                          "steps": result.global_step,
                           "best_step": int(best.rsplit("-", 1)[-1]) if best else None,
                           "train_seconds": round(time.time() - start, 1),
                           "splits": {k: {kk: vv for kk, vv in v.items() if kk != "chain_ids"}

@@ -162,7 +162,11 @@ class EntailmentHead(HFBackbone):
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(folder)
+        if hasattr(self.model, "peft_config"):
+            # An adapter never resizes the vocabulary here; "auto" would look the base model up on the Hub.
+            self.model.save_pretrained(folder, save_embedding_layers=False)
+        else:
+            self.model.save_pretrained(folder)
         if save_tokenizer:
             self.tokenizer.save_pretrained(folder)
         calibration = {"temperature": self.temperature, "entailment_label": self.label_index,

@@ -298,6 +298,20 @@ def test_chunked_loss_matches_the_whole_batch_loss_and_gradients(tiny_nli_path):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
 
+def test_length_chunks_refuses_a_left_padding_tokenizer(tmp_path, tiny_nli_path):
+    import shutil
+
+    from training.train_head import train_head
+
+    base = tmp_path / "left-padded"
+    shutil.copytree(tiny_nli_path, base)
+    config = json.loads((base / "tokenizer_config.json").read_text())
+    (base / "tokenizer_config.json").write_text(json.dumps({**config, "padding_side": "left"}))
+    mix, args = _tiny_args(tmp_path, base, length_chunks=2)
+    with pytest.raises(ValueError, match="length_chunks=2 needs a right-padding tokenizer .*'left'"):
+        train_head(mix, args)
+
+
 def test_length_bucket_sampler_covers_every_index_once_in_length_sorted_batches():
     from training.sampling import LengthBucketSampler, padding_ratio
 
@@ -361,7 +375,7 @@ def test_length_bucket_sampler_and_training_args_reject_bad_settings(tmp_path):
 
 @pytest.mark.slow
 def test_default_head_recipe_runs_both_stages_in_one_command(tmp_path, tiny_nli_path, monkeypatch):
-    from training import train_default_head
+    from training import train_default_head, train_head
 
     common = (f"base_model: {tiny_nli_path}\nnum_chains: 24\nmax_steps: 2\nper_device_train_batch_size: 8\n"
               "eval_steps: 2\nsave_steps: 2\nmax_length: 256\nlora_target_modules: [query, value]\n"
@@ -372,6 +386,7 @@ def test_default_head_recipe_runs_both_stages_in_one_command(tmp_path, tiny_nli_
     monkeypatch.setattr(train_default_head, "STAGES", (("stage1", stage1), ("stage2", stage2)))
     checked = []  # a 2-step tiny head is no better than the majority class: record the guard's calls instead
     monkeypatch.setattr(train_default_head, "check_not_collapsed", lambda stage, calibration: checked.append(stage))
+    monkeypatch.setattr(train_head, "check_not_collapsed", lambda stage, calibration: None)  # the export-time check
     runs, export = tmp_path / "runs", tmp_path / "export"
     assert train_default_head.main(["--runs_dir", str(runs), "--export_dir", str(export)]) == 0
 
@@ -384,10 +399,9 @@ def test_default_head_recipe_runs_both_stages_in_one_command(tmp_path, tiny_nli_
     assert (runs / "default_head" / "head" / "ares_calibration.json").is_file()
 
     def collapsed(stage, calibration):
-        if stage == "stage2":
-            raise SystemExit("stage2: collapsed")
+        raise SystemExit(f"{stage}: collapsed")
 
-    monkeypatch.setattr(train_default_head, "check_not_collapsed", collapsed)
+    monkeypatch.setattr(train_head, "check_not_collapsed", collapsed)  # stage 2's head fails before it is exported
     with pytest.raises(SystemExit, match="collapsed"):
         train_default_head.main(["--runs_dir", str(tmp_path / "runs2"), "--export_dir", str(tmp_path / "export2")])
     assert (tmp_path / "runs2" / "default_head" / "head").is_dir() and not (tmp_path / "export2").exists()

@@ -4,17 +4,16 @@
     python -m training.train_default_head --runs_dir /tmp/try --export_dir ""    # a dry rerun that ships nothing
 
 Stage 1 (``configs/default_head_stage1.yaml``) trains a fresh LoRA adapter on the ClaimTrees mix; stage 2
-(``configs/default_head.yaml``) continues that adapter with minimal-pair negatives and calibrates it; its head is
-copied to ``--export_dir`` only when neither stage collapsed (:func:`check_not_collapsed`). The
-stages, their settings and why there are two are in training/README.md. Prints and writes (``<runs_dir>/recipe.json``)
-the wall time of each stage and of the whole recipe.
+(``configs/default_head.yaml``) continues that adapter with minimal-pair negatives, calibrates it and writes it to
+``--export_dir``; each stage is checked for collapse (:func:`check_not_collapsed`) before the next runs or anything is
+exported. The stages, their settings and why there are two are in training/README.md. Prints and writes
+(``<runs_dir>/recipe.json``) the wall time of each stage and of the whole recipe.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -33,15 +32,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training.train_default_head", description=__doc__.split("\n")[0])
     parser.add_argument("--runs_dir", default="runs", help="Where both stages write checkpoints, logs and heads.")
     parser.add_argument("--export_dir", default="ares_rerank/default_head",
-                        help="Where the final head is copied ('' = nowhere; the default replaces the shipped head).")
+                        help="Where the final head is written ('' = nowhere; the default replaces the shipped head).")
     args = parser.parse_args(argv)
 
     runs = Path(args.runs_dir)
     stage1_out, stage2_out = runs / "default_head_stage1", runs / "default_head"
     overrides = {
         "stage1": ["--output_dir", str(stage1_out), "--export_dir", ""],
-        # exported below, only once the stage-2 head has passed the collapse check
-        "stage2": ["--output_dir", str(stage2_out), "--init_adapter", str(stage1_out / "head"), "--export_dir", ""],
+        # train_head exports only a head that passed its collapse check
+        "stage2": ["--output_dir", str(stage2_out), "--init_adapter", str(stage1_out / "head"),
+                   "--export_dir", args.export_dir],
     }
     seconds, start = {}, time.time()
     for name, config in STAGES:
@@ -50,8 +50,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_not_collapsed(name, train_head(mix, head_args).calibration)
         seconds[name] = round(time.time() - stage_start, 1)
         print(json.dumps({"stage": name, "seconds": seconds[name]}), flush=True)
-    if args.export_dir:
-        shutil.copytree(stage2_out / "head", args.export_dir, dirs_exist_ok=True)
     record = {"stages": {name: str(config) for name, config in STAGES},
               "seconds": {**seconds, "total": round(time.time() - start, 1)},
               "head": str(stage2_out / "head"), "export_dir": args.export_dir}

@@ -25,11 +25,11 @@ from typing import Any, Sequence
 from training.mix import MixArguments, templates_of, training_chains
 from training.pairs import build_pairs, pairs_dataset, split_chains
 from ares_rerank.backbones.loading import PACKAGED_ENCODER, resolve_model_name
-from transformers import TrainingArguments
+from transformers import Trainer, TrainingArguments
 
 
-__all__ = ["HeadTrainingArguments", "TrainedHead", "check_not_collapsed", "chunked_loss", "encode_pairs", "load_base",
-           "parse_args", "save_head", "train_head"]
+__all__ = ["HeadTrainer", "HeadTrainingArguments", "TrainedHead", "check_not_collapsed", "chunked_loss", "encode_pairs",
+           "load_base", "parse_args", "save_head", "train_head"]
 
 ID2LABEL = {0: "not_entailment", 1: "entailment"}
 LABEL2ID = {v: k for k, v in ID2LABEL.items()}
@@ -166,35 +166,27 @@ def build_splits(mix: MixArguments) -> tuple[dict[str, Any], dict[str, Any]]:
     return datasets, summary
 
 
-def _trainer_class(bucket_batches: int, length_chunks: int = 0) -> type:
-    """``Trainer``, or a subclass whose training batches come from :class:`~training.sampling.LengthBucketSampler`
-    and / or whose training loss runs each batch in length-sorted chunks (:func:`chunked_loss`)."""
-    from transformers import Trainer
+class HeadTrainer(Trainer):
+    """``Trainer`` with the two batch-cost options of :class:`HeadTrainingArguments`, both off by default:
+    ``bucket_batches`` (training batches from :class:`~training.sampling.LengthBucketSampler`) and ``length_chunks``
+    (the training loss of each batch in length-sorted chunks, :func:`chunked_loss`)."""
 
-    class HeadTrainer(Trainer):
-        def _get_train_sampler(self, train_dataset: Any = None) -> Any:
-            if not bucket_batches:
-                return super()._get_train_sampler(train_dataset)
-            from training.sampling import LengthBucketSampler
+    def _get_train_sampler(self, train_dataset: Any = None) -> Any:
+        if not self.args.bucket_batches:
+            return super()._get_train_sampler(train_dataset)
+        from training.sampling import LengthBucketSampler
 
-            dataset = train_dataset if train_dataset is not None else self.train_dataset
-            lengths = [len(ids) for ids in dataset["input_ids"]]
-            return LengthBucketSampler(lengths, self._train_batch_size, bucket_batches, seed=self.args.seed,
-                                       labels=list(dataset["labels"]))
+        dataset = train_dataset if train_dataset is not None else self.train_dataset
+        lengths = [len(ids) for ids in dataset["input_ids"]]
+        return LengthBucketSampler(lengths, self._train_batch_size, self.args.bucket_batches, seed=self.args.seed,
+                                   labels=list(dataset["labels"]))
 
-        def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
-                         num_items_in_batch: Any = None) -> Any:
-            if length_chunks < 2 or return_outputs or not model.training:
-                return super().compute_loss(model, inputs, return_outputs=return_outputs,
-                                            num_items_in_batch=num_items_in_batch)
-            side = getattr(self.processing_class, "padding_side", "right")
-            if side != "right":
-                raise ValueError(f"length_chunks={length_chunks} needs a right-padding tokenizer (padding_side is "
-                                 f"{side!r}): dropping left padding would shift absolute positions. Set "
-                                 "length_chunks: 0.")
-            return chunked_loss(model, inputs, length_chunks)
-
-    return HeadTrainer if (bucket_batches or length_chunks > 1) else Trainer
+    def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
+                     num_items_in_batch: Any = None) -> Any:
+        if self.args.length_chunks < 2 or return_outputs or not model.training:
+            return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                        num_items_in_batch=num_items_in_batch)
+        return chunked_loss(model, inputs, self.args.length_chunks)
 
 
 def chunked_loss(model: Any, inputs: dict[str, Any], chunks: int) -> Any:
@@ -338,10 +330,14 @@ def train_head(mix: MixArguments, args: HeadTrainingArguments) -> TrainedHead:
         datasets["val"] = datasets["val"].shuffle(seed=args.seed).select(range(args.max_eval_pairs))
         summary["val"]["pairs_used"] = args.max_eval_pairs
     model, tokenizer = load_base(args)
+    if args.length_chunks > 1 and tokenizer.padding_side != "right":
+        raise ValueError(f"length_chunks={args.length_chunks} needs a right-padding tokenizer (padding_side is "
+                         f"{tokenizer.padding_side!r}): dropping left padding would shift absolute positions. Set "
+                         "length_chunks: 0.")
     encoded = {name: encode_pairs(ds, model, tokenizer, args.max_length) for name, ds in datasets.items()}
     print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "chain_ids"} for k, v in summary.items()}),
           flush=True)
-    trainer = _trainer_class(args.bucket_batches, args.length_chunks)(
+    trainer = HeadTrainer(
         model=model, args=args, train_dataset=encoded["train"], eval_dataset=encoded["val"],
         data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=_accuracy,
         callbacks=[EarlyStoppingCallback(early_stopping_patience=args.early_stopping_patience)],

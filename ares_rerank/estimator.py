@@ -9,28 +9,39 @@ For a chain with base claims ``C_1..C_n`` and steps ``C_{n+1}..C_{n+m}`` and a b
 
 **Sample mode** draws N i.i.d. trajectories with ``N = ceil(ln(2m / delta) / (2 eps^2))``; by Hoeffding and a
 union bound over the m steps, ``|tau_hat_k - tau_k| <= eps`` for every k at once with probability >= 1 - delta.
-``E`` is evaluated once per distinct (mask, step) and the value reused (memoization, not resampling: each
+``E`` is evaluated once per distinct backbone input and the value reused (memoization, not resampling: each
 trajectory still draws its own Bernoulli, so trajectories stay i.i.d. and the guarantee holds).
 
-**Exact mode** propagates the distribution over distinct masks with exact weights (a mask of weight w splits into
-``mask+[1]`` with ``w*q`` and ``mask+[0]`` with ``w*(1-q)``); ``tau_k = sum w*q``. At most ``max_masks`` masks are
-kept, and the lightest masks are dropped while their total weight stays within ``prune_mass``. The pruned
-probability mass D bounds the error: the true ``tau_k`` lies in ``[S, S + D]`` where S is the sum over kept masks,
-so we report the midpoint and the hard bound ``D / 2``. **Auto mode** runs exact and falls back to
-sampling (reusing every value already computed) for a chain whose bound would exceed eps.
+**Exact mode** propagates the distribution over premise masks with exact weights (a mask of weight w splits into
+``mask+[1]`` with ``w*q`` and ``mask+[0]`` with ``w*(1-q)``); ``tau_k = sum w*q``. It spends an error budget instead
+of the backbone: before each step it may leave the lightest groups of masks unevaluated (and drop them) while their
+total probability mass D stays within ``prune_mass`` (default ``2*eps``), and it keeps at most ``max_masks`` masks.
+The true ``tau_k`` lies in ``[S, S + D]`` with S the sum over kept masks, so we report the midpoint and the hard
+bound ``D / 2`` (at most eps by default: the sampling half-width, but without a failure probability). **Auto mode**
+runs exact and falls back to sampling (reusing every value already computed) for a chain whose bound would exceed
+eps.
 
-All distinct masks of one step, across every chain being scored, go to the backbone in ONE call (a "wave").
+**What the backbone reads.** When the backbone selects premises with a selector that has a plan (e.g. ``relevant``,
+see :mod:`~ares_rerank.backbones.selection`), each mask is first projected onto the premises the backbone will keep:
+masks that select the same premises are one evaluation, found with vectorized bit operations on the claims that can
+matter (``plan.support``) rather than a premise list per mask. In exact mode, two masks that agree on every claim
+any later step can read (and on their size, for count-sensitive selectors) have the same future and are merged.
+These projections change no value: the backbone composed with its selector is the fixed function the guarantee is
+about.
+
+All distinct inputs of one step, across every chain being scored, go to the backbone in ONE call (a "wave").
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from .backbones.base import Backbone, call_backbone
+from .backbones.selection import premise_selector
 from .chain import Chain, ChainScores
 
 
@@ -47,41 +58,58 @@ class AresConfig:
     probabilistic backbones, which is our default (base claims are the given problem).
     """
 
-    eps: float = field(default=0.1, metadata={"help": "Hoeffding half-width: every tau_k within eps (sample mode)."})
-    delta: float = field(default=0.1, metadata={"help": "Failure probability of the eps guarantee."})
+    eps: float = field(default=0.1, metadata={"help": "Error half-width: every tau_k within eps (sampled with "
+                                                      "probability >= 1 - delta, or a hard bound in exact mode)."})
+    delta: float = field(default=0.1, metadata={"help": "Failure probability of the sampled eps guarantee."})
     prior: float | Sequence[float] = field(
         default=1.0, metadata={"help": "Prior that each base claim is sound: one float, or one per base claim."}
     )
     mode: str = field(default="auto", metadata={"help": "'exact', 'sample', or 'auto' (exact, else sample)."})
     seed: int = field(default=0, metadata={"help": "Seed of the trajectory sampler (same seed, same scores)."})
-    max_masks: int = field(default=64, metadata={"help": "Mask budget per chain and step in exact mode."})
-    prune_mass: float = field(
-        default=0.01,
-        metadata={"help": "Exact mode may drop masks of negligible weight up to this total mass (a hard error bound)."},
+    max_masks: int | None = field(
+        default=None,
+        metadata={"help": "Masks kept per chain in exact mode; default 64, or 1024 when the backbone's premise "
+                          "selection has a plan (masks then merge, and a backbone call costs per selected set)."},
+    )
+    prune_mass: float | None = field(
+        default=None,
+        metadata={"help": "Probability mass exact mode may leave unevaluated (hard error bound: half of it); "
+                          "default 2*eps, so the bound ends at eps. 0 = prune nothing."},
     )
     threshold: float = field(default=0.5, metadata={"help": "A step is flagged unsound iff tau_k <= threshold."})
 
     def __post_init__(self) -> None:
         for name in ("eps", "delta"):
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not (0.0 < float(value) < 1.0):
+            if not _is_number(value) or not (0.0 < float(value) < 1.0):
                 raise ValueError(f"AresConfig({name}={value!r}) must be a number in (0, 1), e.g. {name}=0.1.")
-        priors = [self.prior] if isinstance(self.prior, (int, float)) else list(self.prior)
+        priors = [self.prior] if _is_number(self.prior) else list(self.prior)
         for p in priors:
-            if not isinstance(p, (int, float)) or not (0.0 <= float(p) <= 1.0) or math.isnan(float(p)):
+            if not _is_number(p) or not (0.0 <= float(p) <= 1.0) or math.isnan(float(p)):
                 raise ValueError(f"AresConfig(prior={self.prior!r}) has {p!r}: priors must lie in [0, 1] (e.g. 1.0).")
         if self.mode not in _MODES:
             raise ValueError(f"AresConfig(mode={self.mode!r}) is not one of {_MODES}.")
-        if not isinstance(self.max_masks, int) or self.max_masks < 1:
-            raise ValueError(f"AresConfig(max_masks={self.max_masks!r}) must be a positive integer, e.g. 64.")
-        if not (0.0 <= float(self.prune_mass) < 1.0):
-            raise ValueError(f"AresConfig(prune_mass={self.prune_mass!r}) must lie in [0, 1), e.g. 0.01 (or 0.0).")
-        if not (0.0 <= float(self.threshold) <= 1.0):
+        if self.max_masks is not None and (not _is_number(self.max_masks) or not isinstance(self.max_masks, int)
+                                           or self.max_masks < 1):
+            raise ValueError(f"AresConfig(max_masks={self.max_masks!r}) must be a positive integer (e.g. 64) or None.")
+        if self.prune_mass is not None and (not _is_number(self.prune_mass) or not 0.0 <= self.prune_mass < 1.0):
+            raise ValueError(
+                f"AresConfig(prune_mass={self.prune_mass!r}) must lie in [0, 1) (0 = prune nothing), or None for "
+                "2*eps."
+            )
+        if not _is_number(self.threshold) or not (0.0 <= float(self.threshold) <= 1.0):
             raise ValueError(f"AresConfig(threshold={self.threshold!r}) must lie in [0, 1].")
+
+    @property
+    def prune_budget(self) -> float:
+        """The mass exact mode may leave unevaluated: ``prune_mass``, else ``2 * eps`` (bound ``eps``); in auto mode
+        never more than ``2 * eps``, so pruning alone never forces the fall-back to sampling."""
+        budget = 2.0 * self.eps if self.prune_mass is None else float(self.prune_mass)
+        return min(budget, 2.0 * self.eps) if self.mode == "auto" else budget
 
     def priors_for(self, chain: Chain) -> np.ndarray:
         """One prior per base claim of ``chain``."""
-        if isinstance(self.prior, (int, float)):
+        if _is_number(self.prior):
             return np.full(chain.num_base, float(self.prior))
         priors = np.asarray(list(self.prior), dtype=np.float64)
         if priors.shape != (chain.num_base,):
@@ -92,6 +120,10 @@ class AresConfig:
         return priors
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def sample_size(num_steps: int, eps: float = 0.1, delta: float = 0.1) -> int:
     """Trajectories needed for the guarantee on a chain of ``num_steps`` steps: ``ceil(ln(2m/delta) / (2 eps^2))``."""
     if num_steps < 1:
@@ -100,61 +132,123 @@ def sample_size(num_steps: int, eps: float = 0.1, delta: float = 0.1) -> int:
 
 
 class _Run:
-    """The state of one chain's estimation: memo of backbone values, step pointer, results so far."""
+    """One chain's estimation: its masks (rows of booleans over the claims), the memo, the step pointer, results.
 
-    def __init__(self, chain: Chain, config: AresConfig, sample: bool) -> None:
-        self.chain = chain
-        self.config = config
+    ``rows`` is ``(R, n + m)`` bool: one premise mask per trajectory (sample mode) or per weighted mask (exact mode,
+    with ``weights``). The memo maps ``(step, selected claim indices)`` to the backbone's value.
+    """
+
+    def __init__(self, chain: Chain, config: AresConfig, planner: Any) -> None:
+        self.chain, self.config = chain, config
+        n, m = chain.num_base, chain.num_steps
         self.priors = config.priors_for(chain)
-        self.memo: dict[tuple[int, int], float] = {}  # (step k, mask over claims [0, n+k)) -> q
-        self.evals = [0] * chain.num_steps
-        self.scores: list[float] = []
-        self.bounds: list[float] = []
-        self.sample = sample
-        self.k = 0
-        if sample:
-            self.start_sampling()
-        else:
-            self._start_exact()
+        self.memo: dict[tuple[int, tuple[int, ...]], float] = {}
+        self.evals = [0] * m
+        self.plans = [planner(chain.claims[: n + k], chain.steps[k]) for k in range(m)] if planner else [None] * m
+        self.uses_count = any(plan is not None and plan.uses_count for plan in self.plans)
+        self.max_masks = config.max_masks or (1024 if planner else 64)
+        # future[k]: the claims whose acceptance can change what some step >= k reads (all, without plans)
+        self.future = np.ones((m + 1, n + m), dtype=bool)
+        if planner:
+            self.future[m] = False
+            for k in range(m - 1, -1, -1):
+                plan = self.plans[k]
+                self.future[k] = True if plan is None else self.future[k + 1]
+                if plan is not None:
+                    self.future[k, list(plan.support)] = True
+        self.sample = config.mode == "sample"
+        self.start_sampling() if self.sample else self._start_exact()
 
     @property
     def done(self) -> bool:
         return self.k >= self.chain.num_steps
 
-    def premises(self, mask: int) -> list[str]:
-        claims = self.chain.claims
-        return [claims[i] for i in range(self.chain.num_base + self.k) if mask >> i & 1]
+    # -- shared: from masks to backbone inputs ----------------------------------------------------------------
+    def group(self) -> None:
+        """Find the distinct backbone inputs of the current step among ``rows``.
+
+        Sets ``self.selected`` (one tuple of claim indices per group), ``self.inverse`` (``(R,)`` group of each row)
+        and ``self.representative`` (a row index per group, whose included claims are sent to the backbone).
+        """
+        rows, upto, plan = self.rows, self.chain.num_base + self.k, self.plans[self.k]
+        counts = rows[:, :upto].sum(axis=1) if plan is not None and plan.uses_count else None
+        keyed = rows[:, :upto] if plan is None else rows[:, list(plan.support)]
+        _, first, inverse = np.unique(_row_keys(keyed, counts), return_index=True, return_inverse=True)
+        index: dict[tuple[int, ...], int] = {}
+        selected, representative, group_of = [], [], np.empty(len(first), dtype=np.int64)
+        for g, r in enumerate(first.tolist()):
+            if plan is None:
+                chosen = tuple(np.flatnonzero(rows[r, :upto]).tolist())
+            else:
+                present = [i for i, bit in zip(plan.support, rows[r, list(plan.support)].tolist()) if bit]
+                chosen = tuple(plan.select(present, int(rows[r, :upto].sum())))
+            if chosen not in index:
+                index[chosen] = len(selected)
+                selected.append(chosen)
+                representative.append(r)
+            group_of[g] = index[chosen]
+        self.selected, self.representative = selected, representative
+        self.inverse = group_of[inverse.reshape(-1)]
+
+    def missing(self) -> list[tuple[tuple[int, tuple[int, ...]], list[int]]]:
+        """``(memo key, included claim indices of a representative mask)`` for each group the memo lacks."""
+        upto = self.chain.num_base + self.k
+        return [
+            ((self.k, chosen), np.flatnonzero(self.rows[r, :upto]).tolist())
+            for chosen, r in zip(self.selected, self.representative)
+            if (self.k, chosen) not in self.memo
+        ]
+
+    def values(self) -> np.ndarray:
+        """``(R,)`` the backbone's value for every row at the current step (the memo must hold them)."""
+        return np.array([self.memo[(self.k, chosen)] for chosen in self.selected])[self.inverse]
 
     # -- exact mode -------------------------------------------------------------------------------------------
     def _start_exact(self) -> None:
-        self.masks: list[int] = [0]
-        self.weights: list[float] = [1.0]
-        self.dropped = 0.0
+        self.k, self.scores, self.bounds, self.dropped = 0, [], [], 0.0
+        self.rows = np.zeros((1, self.chain.num_base + self.chain.num_steps), dtype=bool)
+        self.weights = np.ones(1)
         for j, p in enumerate(self.priors):
-            self._split(j, [float(p)] * len(self.masks))
+            self._split(j, np.full(len(self.weights), float(p)))
 
-    def _split(self, bit: int, q: list[float]) -> None:
-        """Each mask -> (mask with claim ``bit`` accepted, w*q) and (rejected, w*(1-q)); then prune.
+    def _split(self, bit: int, q: np.ndarray) -> None:
+        """Each mask -> (claim ``bit`` accepted, ``w*q``) and (rejected, ``w*(1-q)``); merge masks with the same
+        future; keep the ``max_masks`` heaviest (the rest adds to the dropped mass)."""
+        accepted = self.rows.copy()
+        accepted[:, bit] = True
+        rows = np.concatenate([accepted, self.rows])
+        weights = np.concatenate([self.weights * q, self.weights * (1.0 - q)])
+        live = weights > 0.0
+        rows, weights = rows[live], weights[live]
+        future = self.future[min(self.k + 1, self.chain.num_steps)] if bit >= self.chain.num_base else self.future[0]
+        if not future[: bit + 1].all() and len(rows) > 1:  # some decided claim can no longer matter: merge on the rest
+            counts = rows.sum(axis=1) if self.uses_count else None
+            _, first, inverse = np.unique(_row_keys(rows[:, future], counts), return_index=True, return_inverse=True)
+            weights = np.bincount(inverse.reshape(-1), weights=weights, minlength=len(first))
+            rows = rows[first]
+        if len(rows) > self.max_masks:
+            order = np.argsort(-weights, kind="stable")
+            self.dropped += float(weights[order[self.max_masks :]].sum())
+            keep = np.sort(order[: self.max_masks])
+            rows, weights = rows[keep], weights[keep]
+        self.rows, self.weights = rows, weights
 
-        Pruning drops the lightest masks while the total dropped mass stays within ``prune_mass`` (cheap: masks of
-        negligible weight cost a backbone call each), then keeps at most ``max_masks`` by weight. Every dropped
-        weight is added to ``self.dropped``, the hard error bound.
-        """
-        masks, weights = [], []
-        for mask, w, qi in zip(self.masks, self.weights, q):
-            if w * qi > 0.0:
-                masks.append(mask | (1 << bit))
-                weights.append(w * qi)
-            if w * (1.0 - qi) > 0.0:
-                masks.append(mask)
-                weights.append(w * (1.0 - qi))
-        order = sorted(range(len(masks)), key=lambda i: -weights[i])  # heaviest first; ties keep insertion order
-        keep = order[: self.config.max_masks]
-        self.dropped += sum(weights[i] for i in order[self.config.max_masks :])
-        while len(keep) > 1 and self.dropped + weights[keep[-1]] <= self.config.prune_mass:
-            self.dropped += weights[keep.pop()]
-        keep.sort()  # back to insertion order: deterministic and independent of float ties
-        self.masks, self.weights = [masks[i] for i in keep], [weights[i] for i in keep]
+    def prune(self) -> None:
+        """Leave the lightest groups that would need a backbone call unevaluated while the dropped mass stays within
+        the budget (at least one group is kept); their masks are dropped and their mass bounds the error."""
+        group_weights = np.bincount(self.inverse, weights=self.weights, minlength=len(self.selected))
+        need = [g for g, chosen in enumerate(self.selected) if (self.k, chosen) not in self.memo]
+        budget = self.config.prune_budget  # spent greedily from the first step: measured cheaper than any schedule
+        drop = []
+        for g in sorted(need, key=lambda g: (group_weights[g], g)):
+            if len(drop) + 1 >= len(self.selected) or self.dropped + group_weights[g] > budget:
+                break
+            self.dropped += float(group_weights[g])
+            drop.append(g)
+        if drop:
+            keep_rows = ~np.isin(self.inverse, drop)
+            self.rows, self.weights = self.rows[keep_rows], self.weights[keep_rows]
+            self.group()
 
     # -- sample mode ------------------------------------------------------------------------------------------
     def start_sampling(self) -> None:
@@ -164,31 +258,22 @@ class _Run:
         self.n_samples = sample_size(chain.num_steps, self.config.eps, self.config.delta)
         # Seeded by the chain's text, so a chain gets the same scores alone or in any batch.
         self.rng = np.random.default_rng([self.config.seed, int(chain.fingerprint()[:15], 16)])
-        base = self.rng.random((self.n_samples, chain.num_base)) < self.priors  # (N, n) accepted base claims
-        # (N,) one bitmask per trajectory, as python ints (object dtype): chains may have more than 64 claims.
-        self.traj_masks = np.array([sum(1 << int(j) for j in np.flatnonzero(row)) for row in base], dtype=object)
-
-    def needed(self) -> list[int]:
-        """Distinct masks whose value is needed for the current step."""
-        if self.sample:
-            return list(dict.fromkeys(self.traj_masks.tolist()))
-        return self.masks
+        self.rows = np.zeros((self.n_samples, chain.num_base + chain.num_steps), dtype=bool)
+        self.rows[:, : chain.num_base] = self.rng.random((self.n_samples, chain.num_base)) < self.priors
 
     def advance(self) -> None:
         """Use the memo's values for step ``k`` to record tau_k and move every mask / trajectory to step k+1."""
-        k, bit = self.k, self.chain.num_base + self.k
+        bit = self.chain.num_base + self.k
+        q = self.values()  # (R,) q per trajectory or mask
         if self.sample:
-            q = np.array([self.memo[(k, m)] for m in self.traj_masks.tolist()])  # (N,) q per trajectory
             self.scores.append(float(q.mean()))
-            accepted = self.rng.random(self.n_samples) < q  # each trajectory draws its own Bernoulli(q)
-            self.traj_masks = np.where(accepted, self.traj_masks | (1 << bit), self.traj_masks)
+            self.rows[:, bit] = self.rng.random(self.n_samples) < q  # each trajectory draws its own Bernoulli(q)
         else:
-            q = [self.memo[(k, m)] for m in self.masks]
             bound = self.dropped / 2.0
-            tau = sum(w * qi for w, qi in zip(self.weights, q)) + bound
-            self.scores.append(min(1.0, max(0.0, tau)))
+            self.scores.append(min(1.0, max(0.0, float(self.weights @ q) + bound)))
             self.bounds.append(bound)
-            self._split(bit, q)
+            if self.k + 1 < self.chain.num_steps:
+                self._split(bit, q)
         self.k += 1
 
     def result(self) -> ChainScores:
@@ -207,20 +292,33 @@ class _Run:
         )
 
 
+def _row_keys(bits: np.ndarray, counts: np.ndarray | None) -> np.ndarray:
+    """One hashable key per row of ``bits`` ``(R, c)`` (and ``counts`` ``(R,)``): packed bytes viewed as void."""
+    parts = [np.packbits(bits, axis=1), np.ones((len(bits), 1), dtype=np.uint8)]  # the 1s keep the key non-empty
+    if counts is not None:
+        parts.append(counts.astype(">u4").view(np.uint8).reshape(len(bits), 4))
+    packed = np.ascontiguousarray(np.concatenate(parts, axis=1))
+    return packed.view(np.dtype((np.void, packed.shape[1]))).reshape(-1)
+
+
 def ares_scores(chains: Sequence[Chain], backbone: Backbone, config: AresConfig | None = None) -> list[ChainScores]:
     """Score every step of every chain with ARES; all chains advance together, one backbone call per step wave.
 
     Args:
         chains: The chains to score.
-        backbone: Any object with ``entailment_probs(premises, hypotheses)``.
+        backbone: Any object with ``entailment_probs(premises, hypotheses)``. When it selects premises with a
+            planned selector (``backbone.selector.plan``, e.g. ``premise_selection="relevant"``), masks are projected
+            onto the selected premises before any premise list is built.
         config: Estimator settings (default ``AresConfig()``).
 
     Returns:
         One :class:`ChainScores` per chain, in order, with ``step_scores`` = tau per step, the number of distinct
-        backbone evaluations, and the certificate (eps / delta / N in sample mode, pruning bounds in exact mode).
+        backbone evaluations, and the certificate (eps / delta / N in sample mode, hard bounds in exact mode).
     """
     config = config or AresConfig()
-    runs = [_Run(chain, config, sample=config.mode == "sample") for chain in chains]
+    selector = premise_selector(backbone)
+    planner = getattr(selector, "plan", None) if selector is not None else None
+    runs = [_Run(chain, config, planner if callable(planner) else None) for chain in chains]
     while True:
         active = [run for run in runs if not run.done]
         if not active:
@@ -228,6 +326,9 @@ def ares_scores(chains: Sequence[Chain], backbone: Backbone, config: AresConfig 
         for run in active:
             if config.mode == "auto" and not run.sample and run.dropped / 2.0 > config.eps:
                 run.start_sampling()  # exact would be looser than eps: restart as i.i.d. sampling, memo kept
+            run.group()
+            if not run.sample:
+                run.prune()
         _evaluate_wave(active, backbone)
         for run in active:
             run.advance()
@@ -235,30 +336,24 @@ def ares_scores(chains: Sequence[Chain], backbone: Backbone, config: AresConfig 
 
 
 def _evaluate_wave(runs: list[_Run], backbone: Backbone) -> None:
-    """Fill each run's memo for its current step with ONE backbone call over all distinct missing (mask, step)."""
-    todo: list[tuple[_Run, int]] = []
+    """Fill each run's memo for its current step with ONE backbone call over all distinct missing inputs."""
+    todo: list[tuple[_Run, tuple[int, tuple[int, ...]], int]] = []
     pair_index: dict[tuple[tuple[str, ...], str, int], int] = {}
     premises: list[list[str]] = []
     hypotheses: list[str] = []
     num_base: list[int] = []  # how many of each premise list are base claims (PRMs render them apart)
-    slot: list[int] = []
     for run in runs:
-        hypothesis = run.chain.steps[run.k]
-        base_bits = (1 << run.chain.num_base) - 1
-        for mask in run.needed():
-            if (run.k, mask) in run.memo:
-                continue
-            included = run.premises(mask)
-            n_base = (mask & base_bits).bit_count()
-            key = (tuple(included), hypothesis, n_base)
-            if key not in pair_index:  # identical text across chains (e.g. duplicate candidates): asked once
-                pair_index[key] = len(hypotheses)
-                premises.append(included)
+        hypothesis, claims, n = run.chain.steps[run.k], run.chain.claims, run.chain.num_base
+        for key, included in run.missing():
+            chosen = key[1]  # what the backbone will read: equal choices are one input, whatever else was included
+            pair = (tuple(claims[i] for i in chosen), hypothesis, sum(1 for i in chosen if i < n))
+            if pair not in pair_index:  # identical text across chains (e.g. duplicate candidates): asked once
+                pair_index[pair] = len(hypotheses)
+                premises.append([claims[i] for i in included])
                 hypotheses.append(hypothesis)
-                num_base.append(n_base)
-            todo.append((run, mask))
-            slot.append(pair_index[key])
+                num_base.append(sum(1 for i in included if i < n))
+            todo.append((run, key, pair_index[pair]))
             run.evals[run.k] += 1
     values = call_backbone(backbone, premises, hypotheses, num_base)
-    for (run, mask), i in zip(todo, slot):
-        run.memo[(run.k, mask)] = float(values[i])
+    for run, key, i in todo:
+        run.memo[key] = float(values[i])

@@ -15,6 +15,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ares_rerank.backbones.base import call_backbone
+from ares_rerank.backbones.selection import premise_selector
+
 
 __all__ = ["CountingBackbone", "backbone_cache_key", "backbone_key", "folder_fingerprint", "resolve_backbone"]
 
@@ -111,15 +114,19 @@ class CountingBackbone:
         if hasattr(inner, "chain_step_probs"):
             self.chain_step_probs = self._chain_step_probs
 
-    def entailment_probs(self, premises, hypotheses):  # noqa: ANN001, ANN201 - the Backbone protocol
+    def entailment_probs(self, premises, hypotheses, num_base=None):  # noqa: ANN001, ANN201 - the Backbone protocol
         self.calls += 1
         self.pairs += len(hypotheses)
-        return self.inner.entailment_probs(premises, hypotheses)
+        return call_backbone(self.inner, premises, hypotheses, num_base)
 
     def _chain_step_probs(self, base_claims, steps):  # noqa: ANN001, ANN201
         self.calls += 1
         self.pairs += len(steps)
         return self.inner.chain_step_probs(base_claims, steps)
+
+    @property
+    def selector(self):  # noqa: ANN201 - the wrapped backbone's premise selection, so the estimator can project
+        return premise_selector(self.inner)
 
     def reset(self) -> None:
         self.calls = self.pairs = 0

@@ -16,17 +16,23 @@ hypothesis has any, content words otherwise; a token counts only when it is dist
 
 Why it is safe for ARES: every selector is a deterministic function of (included claims, hypothesis), so the
 backbone composed with it is again a fixed function ``E'(premises, hypothesis)`` and the estimator's guarantee holds
-for ``E'`` unchanged. Two masks whose selected sets coincide render the same input, so they hit the backbone's
-cache and cost one evaluation. Why it matters: on ClaimTrees a MiniLM head learned nothing from raw premises and
+for ``E'`` unchanged. Two masks whose selected sets coincide render the same input, so they cost one evaluation.
+
+**Selection plans.** A selector may also offer ``plan(claims, hypothesis) -> SelectionPlan``: how it acts on every
+subset of one claim list. ``RelevantPremises`` does: its choice on a subset S depends only on ``S & plan.support``
+(the claims sharing a token with the hypothesis) and on ``|S|``. The estimator uses plans to project each premise
+mask onto what the backbone will read before it builds any premise list, so masks that select the same premises are
+one evaluation and cost no per-mask Python work (:func:`premise_selector` finds a backbone's selector). Why it matters: on ClaimTrees a MiniLM head learned nothing from raw premises and
 0.989 pair accuracy once premises were cut to the claims sharing a symbol with the step (FINDINGS.md).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
-from typing import Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 from .base import Backbone, call_backbone
 
@@ -35,10 +41,13 @@ __all__ = [
     "AllPremises",
     "FitPremises",
     "PremiseSelector",
+    "RelevancePlan",
     "RelevantPremises",
     "SelectingBackbone",
+    "SelectionPlan",
     "fit_indices",
     "get_selector",
+    "premise_selector",
     "relevance_scores",
 ]
 
@@ -59,14 +68,65 @@ def _is_symbol(token: str) -> bool:
     )
 
 
-def _tokens(text: str, symbols_only: bool) -> set[str]:
+@functools.lru_cache(maxsize=1 << 16)
+def _tokens(text: str, symbols_only: bool) -> frozenset[str]:
+    """The distinctive-token candidates of one text (cached: the same claims are read for every mask and step)."""
     out = set()
     for token in _TOKEN.findall(text):
         if _is_symbol(token):
             out.add(token.lower())
         elif not symbols_only and token.lower() not in _STOP_WORDS:
             out.add(token.lower())
-    return out
+    return frozenset(out)
+
+
+@runtime_checkable
+class SelectionPlan(Protocol):
+    """How a selector acts on every subset S of one claim list, for one hypothesis.
+
+    Attributes:
+        support: Ascending indices of the claims that can be selected or change the choice; for any subset S, the
+            selection depends only on ``S & support`` (and on ``|S|`` when ``uses_count``).
+        uses_count: Whether the number of included claims matters too.
+    """
+
+    support: tuple[int, ...]
+    uses_count: bool
+
+    def select(self, present: Sequence[int], num_included: int) -> list[int]:
+        """The kept claims (ascending indices into the plan's claim list) when ``present`` (ascending indices in
+        ``support``) are the included supporting claims and ``num_included`` claims are included in all."""
+        ...
+
+
+class RelevancePlan:
+    """The relevance rule of :func:`relevance_scores` for one (claim list, hypothesis), on any subset of the claims.
+
+    Each claim's tokens shared with the hypothesis are found once; scoring a subset is then a few set operations on
+    the claims in :attr:`support` alone. ``top_k`` caps the kept claims (``None``: keep every relevant one).
+    """
+
+    uses_count = True
+
+    def __init__(self, claims: Sequence[str], hypothesis: str, top_k: int | None = None) -> None:
+        symbols_only = any(_is_symbol(t) for t in _TOKEN.findall(hypothesis))
+        hyp = _tokens(hypothesis, symbols_only)
+        self.shared = [sorted(_tokens(c, symbols_only) & hyp) for c in claims]  # summed in one fixed order
+        self.support = tuple(i for i, tokens in enumerate(self.shared) if tokens)
+        self.top_k = top_k
+
+    def scores(self, present: Sequence[int], num_included: int) -> dict[int, float]:
+        """Relevance of each claim in ``present`` when ``num_included`` claims are included in all."""
+        present = [i for i in present if self.shared[i]]
+        df = Counter(t for i in present for t in self.shared[i])
+        n = num_included
+        limit = max(3.0, n / 4.0)
+        return {i: sum(math.log(1.0 + n / df[t]) for t in self.shared[i] if df[t] <= limit) for i in present}
+
+    def select(self, present: Sequence[int], num_included: int) -> list[int]:
+        scores = self.scores(present, num_included)
+        order = sorted((i for i, s in scores.items() if s > 0), key=lambda i: (-scores[i], i))
+        return sorted(order[: self.top_k] if self.top_k is not None else order)
 
 
 def relevance_scores(claims: Sequence[str], hypothesis: str) -> list[float]:
@@ -85,13 +145,8 @@ def relevance_scores(claims: Sequence[str], hypothesis: str) -> list[float]:
         One non-negative score per claim, ``sum log(1 + n / df)`` over shared distinctive tokens; a function of
         ``(claims, hypothesis)`` only.
     """
-    symbols_only = any(_is_symbol(t) for t in _TOKEN.findall(hypothesis))
-    token_sets = [_tokens(c, symbols_only) for c in claims]
-    hyp = _tokens(hypothesis, symbols_only)
-    n = len(claims)
-    df = Counter(t for ts in token_sets for t in ts)
-    limit = max(3.0, n / 4.0)
-    return [sum(math.log(1.0 + n / df[t]) for t in ts & hyp if df[t] <= limit) for ts in token_sets]
+    scores = RelevancePlan(claims, hypothesis).scores(range(len(claims)), len(claims))
+    return [scores.get(i, 0.0) for i in range(len(claims))]
 
 
 def _ranked(claims: Sequence[str], hypothesis: str) -> list[int]:
@@ -160,9 +215,11 @@ class RelevantPremises:
         self.top_k = top_k
 
     def __call__(self, claims: Sequence[str], hypothesis: str) -> list[int]:
-        scores = relevance_scores(claims, hypothesis)
-        order = [i for i in sorted(range(len(claims)), key=lambda i: (-scores[i], i)) if scores[i] > 0]
-        return sorted(order[: self.top_k] if self.top_k is not None else order)
+        return self.plan(claims, hypothesis).select(range(len(claims)), len(claims))
+
+    def plan(self, claims: Sequence[str], hypothesis: str) -> RelevancePlan:
+        """This selector on every subset of ``claims`` (see :class:`SelectionPlan`); ``__call__`` goes through it."""
+        return RelevancePlan(claims, hypothesis, self.top_k)
 
     def __repr__(self) -> str:
         return f"RelevantPremises(top_k={self.top_k})"
@@ -223,6 +280,12 @@ def get_selector(spec: str | PremiseSelector | None) -> PremiseSelector:
     if callable(spec):
         return spec
     raise TypeError(f"premise_selection must be a string or a callable selector, got {type(spec).__name__}.")
+
+
+def premise_selector(backbone: Any) -> PremiseSelector | None:
+    """The premise selector a backbone applies before it reads premises (its ``selector`` attribute), or ``None``."""
+    selector = getattr(backbone, "selector", None)
+    return selector if callable(selector) else None
 
 
 def apply_selector(selector: PremiseSelector, claims: Sequence[str], hypothesis: str) -> list[int]:

@@ -171,7 +171,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--delta", type=float, default=0.1)
     p.add_argument("--prior", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-masks", type=int, default=None, help="ARES exact-mode mask budget (default: AresConfig's).")
+    p.add_argument("--max-masks", type=int, default=64, help="ARES exact mode: distinct inputs per step.")
     p.add_argument("--batch-size", type=int, default=16, help="Chains per scoring call.")
     p.add_argument("--step-separator", default="\n\n", help="For rows with 'completion' instead of 'steps'.")
     p.add_argument("--limit", type=int, default=None, help="Score only the first N rows.")

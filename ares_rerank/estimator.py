@@ -15,7 +15,8 @@ trajectory still draws its own Bernoulli, so trajectories stay i.i.d. and the gu
 **Exact mode** propagates the distribution over premise masks with exact weights (a mask of weight w splits into
 ``mask+[1]`` with ``w*q`` and ``mask+[0]`` with ``w*(1-q)``); ``tau_k = sum w*q``. It spends an error budget instead
 of the backbone: before each step it may leave the lightest groups of masks unevaluated (and drop them) while their
-total probability mass D stays within ``prune_mass`` (default ``2*eps``), and it keeps at most ``max_masks`` masks.
+total probability mass D stays within ``prune_mass`` (default ``2*eps``), and it asks at most ``max_masks`` distinct
+inputs per step (the lightest beyond that are dropped too).
 The true ``tau_k`` lies in ``[S, S + D]`` with S the sum over kept masks, so we report the midpoint and the hard
 bound ``D / 2`` (at most eps by default: the sampling half-width, but without a failure probability). **Auto mode**
 runs exact and falls back to sampling (reusing every value already computed) for a chain whose bound would exceed
@@ -66,10 +67,10 @@ class AresConfig:
     )
     mode: str = field(default="auto", metadata={"help": "'exact', 'sample', or 'auto' (exact, else sample)."})
     seed: int = field(default=0, metadata={"help": "Seed of the trajectory sampler (same seed, same scores)."})
-    max_masks: int | None = field(
-        default=None,
-        metadata={"help": "Masks kept per chain in exact mode; default 64, or 1024 when the backbone's premise "
-                          "selection has a plan (masks then merge, and a backbone call costs per selected set)."},
+    max_masks: int = field(
+        default=64,
+        metadata={"help": "Exact mode: at most this many distinct backbone inputs per chain and step (the lightest "
+                          "beyond it are dropped into the bound), and at most 16x as many masks."},
     )
     prune_mass: float | None = field(
         default=None,
@@ -89,9 +90,8 @@ class AresConfig:
                 raise ValueError(f"AresConfig(prior={self.prior!r}) has {p!r}: priors must lie in [0, 1] (e.g. 1.0).")
         if self.mode not in _MODES:
             raise ValueError(f"AresConfig(mode={self.mode!r}) is not one of {_MODES}.")
-        if self.max_masks is not None and (not _is_number(self.max_masks) or not isinstance(self.max_masks, int)
-                                           or self.max_masks < 1):
-            raise ValueError(f"AresConfig(max_masks={self.max_masks!r}) must be a positive integer (e.g. 64) or None.")
+        if not isinstance(self.max_masks, int) or isinstance(self.max_masks, bool) or self.max_masks < 1:
+            raise ValueError(f"AresConfig(max_masks={self.max_masks!r}) must be a positive integer, e.g. 64.")
         if self.prune_mass is not None and (not _is_number(self.prune_mass) or not 0.0 <= self.prune_mass < 1.0):
             raise ValueError(
                 f"AresConfig(prune_mass={self.prune_mass!r}) must lie in [0, 1) (0 = prune nothing), or None for "
@@ -146,7 +146,7 @@ class _Run:
         self.evals = [0] * m
         self.plans = [planner(chain.claims[: n + k], chain.steps[k]) for k in range(m)] if planner else [None] * m
         self.uses_count = any(plan is not None and plan.uses_count for plan in self.plans)
-        self.max_masks = config.max_masks or (1024 if planner else 64)
+        self.max_rows = 16 * config.max_masks  # masks that merge by their future can outnumber distinct inputs
         # future[k]: the claims whose acceptance can change what some step >= k reads (all, without plans)
         self.future = np.ones((m + 1, n + m), dtype=bool)
         if planner:
@@ -213,7 +213,7 @@ class _Run:
 
     def _split(self, bit: int, q: np.ndarray) -> None:
         """Each mask -> (claim ``bit`` accepted, ``w*q``) and (rejected, ``w*(1-q)``); merge masks with the same
-        future; keep the ``max_masks`` heaviest (the rest adds to the dropped mass)."""
+        future; keep the ``16 * max_masks`` heaviest (the rest adds to the dropped mass)."""
         accepted = self.rows.copy()
         accepted[:, bit] = True
         rows = np.concatenate([accepted, self.rows])
@@ -226,22 +226,26 @@ class _Run:
             _, first, inverse = np.unique(_row_keys(rows[:, future], counts), return_index=True, return_inverse=True)
             weights = np.bincount(inverse.reshape(-1), weights=weights, minlength=len(first))
             rows = rows[first]
-        if len(rows) > self.max_masks:
+        if len(rows) > self.max_rows:
             order = np.argsort(-weights, kind="stable")
-            self.dropped += float(weights[order[self.max_masks :]].sum())
-            keep = np.sort(order[: self.max_masks])
+            self.dropped += float(weights[order[self.max_rows :]].sum())
+            keep = np.sort(order[: self.max_rows])
             rows, weights = rows[keep], weights[keep]
         self.rows, self.weights = rows, weights
 
     def prune(self) -> None:
         """Leave the lightest groups that would need a backbone call unevaluated while the dropped mass stays within
-        the budget (at least one group is kept); their masks are dropped and their mass bounds the error."""
+        the budget (at least one group is kept), then any beyond ``max_masks`` groups; their masks are dropped and
+        their mass bounds the error."""
         group_weights = np.bincount(self.inverse, weights=self.weights, minlength=len(self.selected))
         need = [g for g, chosen in enumerate(self.selected) if (self.k, chosen) not in self.memo]
         budget = self.config.prune_budget  # spent greedily from the first step: measured cheaper than any schedule
+        order = sorted(need, key=lambda g: (group_weights[g], g))
+        over = max(0, len(self.selected) - self.config.max_masks)
         drop = []
-        for g in sorted(need, key=lambda g: (group_weights[g], g)):
-            if len(drop) + 1 >= len(self.selected) or self.dropped + group_weights[g] > budget:
+        for g in order:
+            within = self.dropped + group_weights[g] <= budget
+            if len(drop) + 1 >= len(self.selected) or not (within or len(drop) < over):
                 break
             self.dropped += float(group_weights[g])
             drop.append(g)
@@ -329,6 +333,9 @@ def ares_scores(chains: Sequence[Chain], backbone: Backbone, config: AresConfig 
             run.group()
             if not run.sample:
                 run.prune()
+                if config.mode == "auto" and run.dropped / 2.0 > config.eps:
+                    run.start_sampling()  # exact would be looser than eps: restart as i.i.d. sampling, memo kept
+                    run.group()
         _evaluate_wave(active, backbone)
         for run in active:
             run.advance()

@@ -2,10 +2,14 @@
 
     python -m eval.bench_perf --task claimtrees --length 10 --n 100 --backbone claimtrees-oracle
     python -m eval.bench_perf --task claimtrees --length 10 --n 100 --backbone default   # the shipped head
+    python -m eval.bench_perf --task claimtrees --length 50 --n 20 --backbone claimtrees-oracle \
+        --premise-selection relevant --prior 0.95     # count the pairs that reach the oracle behind the selection
 
 Reports, per method: wall time (best of ``--repeats``), backbone calls and (premises, hypothesis) pairs, steps
 scored per second; for ARES the pairs per Hoeffding budget ``pairs / sum(m * N(m))`` and its wall-time ratio to
-Entail-Prev. Nothing is cached: the score cache is not used, and a model backbone's in-memory cache is emptied
+Entail-Prev, and the certificate ARES printed (chains per mode, the largest hard bound of exact mode, eps / delta of
+sample mode). With ``--premise-selection`` the backbone is wrapped in that selection and the pairs are counted behind
+it, where the backbone itself receives them. Nothing is cached: the score cache is not used, and a model backbone's in-memory cache is emptied
 before every timed run (otherwise a repeat, or the second method, would read the first one's results); for model
 backbones the pairs the encoder actually ran (after premise selection merged identical sets) are reported as well.
 Numbers depend on the machine: report it with them.
@@ -21,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from ares_rerank.backbones.selection import SelectingBackbone
 from ares_rerank.chain import Chain
 from ares_rerank.estimator import AresConfig, sample_size
 from ares_rerank.scoring import score_chains
@@ -34,13 +39,16 @@ __all__ = ["benchmark", "main", "perf_markdown"]
 
 def benchmark(
     chains: Sequence[Chain], backbone: Any, methods: Sequence[str] = ("ares", "entail-prev"),
-    config: AresConfig | None = None, repeats: int = 3,
+    config: AresConfig | None = None, repeats: int = 3, premise_selection: str | None = None,
 ) -> dict[str, Any]:
     """Time each method on ``chains`` (best of ``repeats``) and count what reaches the backbone.
 
+    Args:
+        premise_selection: Wrap the backbone in this selection (``"relevant"``, ...) and count the pairs behind it.
+
     Returns:
         ``{"num_chains", "num_steps", "budget_pairs", "methods": {method: {"seconds", "calls", "pairs",
-        "steps_per_second", "pairs_per_budget"}}, "ares_over_entail_prev"}``.
+        "steps_per_second", "pairs_per_budget", "pairs_per_chain"[, "certificate"]}}, "ares_over_entail_prev"}``.
     """
     if repeats < 1:
         raise ValueError(f"repeats={repeats!r} must be >= 1.")
@@ -53,14 +61,17 @@ def benchmark(
         for _ in range(repeats):
             _cold(backbone)
             counter = CountingBackbone(backbone)
+            scored = counter if premise_selection is None else SelectingBackbone(counter, premise_selection)
             start = time.perf_counter()
-            score_chains(chains, counter, method, config)
+            scores = score_chains(chains, scored, method, config)
             best = min(best, time.perf_counter() - start)
         out["methods"][method] = {
             "seconds": best, "calls": counter.calls, "pairs": counter.pairs,
             "steps_per_second": num_steps / best if best > 0 else float("inf"),
-            "pairs_per_budget": counter.pairs / budget,
+            "pairs_per_budget": counter.pairs / budget, "pairs_per_chain": counter.pairs / max(1, len(chains)),
         }
+        if method == "ares":
+            out["methods"][method]["certificate"] = certificate(scores)
         stats = getattr(backbone, "stats", None)
         if stats is not None and hasattr(stats, "pairs_computed"):
             out["methods"][method]["encoder_pairs"] = stats.pairs_computed
@@ -68,6 +79,28 @@ def benchmark(
     if "ares" in out["methods"] and "entail-prev" in out["methods"]:
         out["ares_over_entail_prev"] = out["methods"]["ares"]["seconds"] / out["methods"]["entail-prev"]["seconds"]
     return out
+
+
+def certificate(scores: Sequence[Any]) -> dict[str, Any]:
+    """What ARES guaranteed on these chains: chains per mode, the largest hard bound (exact), eps / delta (sample)."""
+    exact = [s for s in scores if s.mode == "exact"]
+    sampled = [s for s in scores if s.mode == "sample"]
+    return {
+        "exact_chains": len(exact), "sample_chains": len(sampled),
+        "max_exact_bound": max((max(s.error_bounds, default=0.0) for s in exact), default=None),
+        "eps": sampled[0].eps if sampled else None, "delta": sampled[0].delta if sampled else None,
+    }
+
+
+def certificate_text(cert: dict[str, Any]) -> str:
+    parts = []
+    if cert["exact_chains"]:
+        parts.append(f"{cert['exact_chains']} chains exact, every step within a hard bound of "
+                     f"{cert['max_exact_bound']:.3g}")
+    if cert["sample_chains"]:
+        parts.append(f"{cert['sample_chains']} chains sampled, every step within eps = {cert['eps']} with probability "
+                     f">= 1 - delta = {1 - cert['delta']:.3g}")
+    return "; ".join(parts)
 
 
 def _cold(backbone: Any) -> None:
@@ -91,6 +124,12 @@ def perf_markdown(result: dict[str, Any]) -> str:
     table = markdown_table(header + (["encoder pairs"] if encoder else []), rows)
     ratio = result.get("ares_over_entail_prev")
     tail = f"\n\nARES / Entail-Prev wall time: {ratio:.2f}x" if ratio is not None else ""
+    methods = result["methods"]
+    if "ares" in methods and "entail-prev" in methods and encoder:
+        pairs_ratio = methods["ares"]["encoder_pairs"] / max(1, methods["entail-prev"]["encoder_pairs"])
+        tail += f"; encoder pairs {pairs_ratio:.2f}x"
+    if "certificate" in methods.get("ares", {}):
+        tail += f"\n\nARES certificate: {certificate_text(methods['ares']['certificate'])}."
     return table + tail
 
 
@@ -110,13 +149,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.set_defaults(methods="ares,entail-prev")
     parser.add_argument("--repeats", type=int, default=3, help="Time each method this many times; keep the best.")
     parser.add_argument("--json", default=None, help="Also write the figures to this JSON file.")
+    parser.add_argument("--premise-selection", default=None,
+                        help="Wrap the backbone in this premise selection (e.g. relevant) and count pairs behind it.")
     args = parser.parse_args(argv)
     task = load_task(args.task, **task_options(args))
     backbone = resolve_backbone(args.backbone, args.kind)
     config = config_from_args(args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    result = benchmark(task.chains, backbone, methods, config, args.repeats)
-    result.update({"task": task.name, "backbone": args.backbone, "machine": machine_description(), "prior": args.prior})
+    result = benchmark(task.chains, backbone, methods, config, args.repeats, args.premise_selection)
+    result.update({"task": task.name, "backbone": args.backbone, "machine": machine_description(), "prior": args.prior,
+                   "premise_selection": args.premise_selection})
     print(f"{task.name}, N = {result['num_chains']} chains ({result['num_steps']} steps), backbone "
           f"{args.backbone}, ARES p = {args.prior}, eps = delta = {args.eps}/{args.delta}; {result['machine']}\n")
     print(perf_markdown(result))

@@ -20,9 +20,18 @@ from ares_rerank.estimator import AresConfig
 from ares_rerank.scoring import score_chains
 
 from .backbones import resolve_backbone
+from ares_rerank.backbones.selection import SelectingBackbone
+
+from .bench_cost import cost_markdown, cost_rows, cost_series
 from .bench_perf import machine_description, benchmark, perf_markdown
 from .cache import ScoreCache
-from .plots import long_chain_series, plot_long_chains, plot_sample_efficiency, plot_step_scores
+from .plots import (
+    long_chain_series,
+    plot_cost_vs_length,
+    plot_long_chains,
+    plot_sample_efficiency,
+    plot_step_scores,
+)
 from .protocol import fold_prevalences
 from .report import METHOD_NAMES, markdown_table, pm, results_markdown
 from .runner import evaluate
@@ -101,15 +110,17 @@ def long_chain_table(runs: Sequence[dict[str, Any]], with_paper: bool) -> str:
 
 
 def efficiency_runs(cache: ScoreCache, progress: bool) -> list[tuple[str, int, dict[str, Any]]]:
-    """ARES p = 0.95 (sample mode, the paper's setting) on paper_compat ClaimTrees: N = 100 up to L = 20, else 20."""
-    backbone = resolve_backbone("claimtrees-oracle")
+    """ARES p = 0.95 (the paper's setting) on paper_compat ClaimTrees, N = 100 up to L = 20, else 20: the bare oracle in
+    sample mode, and the oracle behind the ``relevant`` selection (same answers) in the default auto mode."""
+    oracle = resolve_backbone("claimtrees-oracle")
     out = []
-    for L in LENGTHS:
-        n = 100 if L <= 20 else 20
-        res = evaluate(load_task("claimtrees", n=n, length=L, paper_compat=True), backbone, ["ares"],
-                       AresConfig(prior=0.95, mode="sample"), backbone_name="claimtrees-oracle", cache=cache,
-                       progress=progress)
-        out.append((f"L={L} p=0.95", n, res))
+    for name, backbone, mode in (("claimtrees-oracle", oracle, "sample"),
+                                 ("claimtrees-oracle+relevant", SelectingBackbone(oracle, "relevant"), "auto")):
+        for L in LENGTHS:
+            n = 100 if L <= 20 else 20
+            res = evaluate(load_task("claimtrees", n=n, length=L, paper_compat=True), backbone, ["ares"],
+                           AresConfig(prior=0.95, mode=mode), backbone_name=name, cache=cache, progress=progress)
+            out.append((f"L={L} p=0.95 {'relevant ' if 'relevant' in name else ''}{mode}", n, res))
     return out
 
 
@@ -120,9 +131,10 @@ def efficiency_table(p1_runs: Sequence[dict[str, Any]], p95: Sequence[tuple[str,
         rows.append([f"ClaimTrees-{res['task']['info']['length']}", "1 (exact)", res["task"]["num_chains"],
                      f"{e['actual_per_chain']:.1f}", f"{e['theoretical_per_chain']:.0f}", f"{e['ratio_per_chain']:.4f}",
                      pm(res["methods"]["ares"]["macro"]["f1"], res["methods"]["ares"]["macro"]["f1_se"])])
-    for _, n, res in p95:
+    for name, n, res in p95:
         e = res["methods"]["ares"]["efficiency"]
-        rows.append([f"ClaimTrees-{res['task']['info']['length']}", "0.95 (sample)", n, f"{e['actual_per_chain']:.1f}",
+        setting = "0.95, relevant selection (auto)" if "relevant" in name else "0.95 (sample)"
+        rows.append([f"ClaimTrees-{res['task']['info']['length']}", setting, n, f"{e['actual_per_chain']:.1f}",
                      f"{e['theoretical_per_chain']:.0f}", f"{e['ratio_per_chain']:.4f}",
                      pm(res["methods"]["ares"]["macro"]["f1"], res["methods"]["ares"]["macro"]["f1_se"])])
     header = ["set (paper_compat labels)", "prior p", "N", "distinct evals / chain", "budget m N(m)",
@@ -133,12 +145,23 @@ def efficiency_table(p1_runs: Sequence[dict[str, Any]], p95: Sequence[tuple[str,
 def perf_section(repeats: int) -> str:
     backbone = resolve_backbone("claimtrees-oracle")
     parts = []
-    for L, prior, mode in ((10, 1.0, "auto"), (50, 1.0, "auto"), (10, 0.95, "sample")):
+    for L, prior, mode, selection in ((10, 1.0, "auto", None), (50, 1.0, "auto", None), (10, 0.95, "sample", None),
+                                      (50, 0.95, "auto", "relevant")):
         chains = load_task("claimtrees", n=100, length=L).chains
-        res = benchmark(chains, backbone, ("ares", "entail-prev"), AresConfig(prior=prior, mode=mode), repeats)
-        parts.append(f"ClaimTrees-{L}, N = 100 ({res['num_steps']} steps), ARES p = {prior} ({mode}):\n\n"
+        res = benchmark(chains, backbone, ("ares", "entail-prev"), AresConfig(prior=prior, mode=mode), repeats,
+                        premise_selection=selection)
+        behind = f", oracle behind `{selection}` selection" if selection else ""
+        parts.append(f"ClaimTrees-{L}, N = 100 ({res['num_steps']} steps), ARES p = {prior} ({mode}){behind}:\n\n"
                      + perf_markdown(res))
     return "\n\n".join(parts)
+
+
+def cost_section(path: Path) -> str:
+    """Cost against chain length with the oracle behind `relevant` selection, p = 0.95 (seconds to run)."""
+    rows = cost_rows(SelectingBackbone(resolve_backbone("claimtrees-oracle"), "relevant"), (10, 20, 50), n=20,
+                     prior=0.95)
+    plot_cost_vs_length(cost_series(rows), path, title="rule oracle behind relevant selection, p = 0.95")
+    return cost_markdown(rows)
 
 
 def step_figure(path: Path) -> Path:
@@ -228,6 +251,12 @@ def real_backbone_section(runs: Sequence[tuple[Path, dict[str, Any]]]) -> str:
         rel = _rel(path) if path.resolve().is_relative_to(REPO) else path.as_posix()
         if _is_runner_result(data):
             parts.append(f"From `{rel}`:\n\n" + results_markdown(data))
+        elif "rows" in data and "premise_selection" in data:  # eval.bench_cost --json
+            figure = FIGURES / f"{path.stem}.png"
+            plot_cost_vs_length(cost_series(data["rows"]), figure, title=f"{data['backbone']}, prior {data['prior']}")
+            parts.append(f"Cost against chain length, backbone `{data['backbone']}`, ARES p = {data['prior']} (`{rel}`; "
+                         f"{data.get('machine', 'machine not recorded')}):\n\n" + cost_markdown(data["rows"])
+                         + f"\n\n![cost against length]({_rel(figure)})")
         elif "methods" in data and "num_steps" in data:  # eval.bench_perf --json
             head = (f"Performance, {data.get('task', '?')}, {data.get('num_chains', '?')} chains, backbone "
                     f"`{data.get('backbone', '?')}`, ARES p = {data.get('prior', '?')}")
@@ -279,6 +308,7 @@ def build(args: argparse.Namespace) -> str:
         fig_step=_rel(FIGURES / "step_scores_claimtrees10_idx0.png"),
         paper_table=paper_table({**real_cells(real), **_oracle_cells(ct10, ct10_p95)}),
         eff_table=efficiency_table(compat, p95), perf=perf_section(args.repeats),
+        cost=cost_section(FIGURES / "cost_vs_length_oracle.png"), fig_cost=_rel(FIGURES / "cost_vs_length_oracle.png"),
         pending_table=pend_table, prm_skipped=skipped, real_section=real_backbone_section(real),
     )
 

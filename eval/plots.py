@@ -1,5 +1,5 @@
 """PNG figures: macro-F1 against chain length per method (the paper's long-chain figure), the per-step scores of
-one chain, and ARES's sample efficiency.
+one chain, ARES's sample efficiency, and the cost of each ARES mode against chain length.
 
     python -m eval.plots long-chains eval/results/raw/claimtrees-*__claimtrees-oracle.json --out long_chains.png
 
@@ -16,7 +16,14 @@ from typing import Any, Sequence
 from .report import METHOD_NAMES
 
 
-__all__ = ["long_chain_series", "main", "plot_long_chains", "plot_sample_efficiency", "plot_step_scores"]
+__all__ = [
+    "long_chain_series",
+    "main",
+    "plot_cost_vs_length",
+    "plot_long_chains",
+    "plot_sample_efficiency",
+    "plot_step_scores",
+]
 
 
 def _pyplot():
@@ -106,6 +113,29 @@ def plot_sample_efficiency(rows: Sequence[tuple[str, float, float]], path: str |
     ax.set_ylabel("per chain (log)")
     ax.set_title(title)
     ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def plot_cost_vs_length(series: dict[str, dict[int, tuple[float, float]]], path: str | Path,
+                        title: str = "Cost against chain length") -> Path:
+    """Two panels against chain length L: backbone pairs per step and wall seconds per step, one line per method.
+
+    Args:
+        series: ``{label: {L: (pairs per step, seconds per step)}}``, e.g. from ``eval.bench_cost``.
+    """
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for label, points in series.items():
+        lengths = sorted(points)
+        for ax, i in zip(axes, (0, 1)):
+            ax.plot(lengths, [points[L][i] for L in lengths], marker="o", label=label)
+    for ax, name in zip(axes, ("backbone pairs per step", "wall seconds per step")):
+        ax.set_xlabel("chain length L (states)")
+        ax.set_ylabel(name)
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title)
     return _save(fig, path)
 
 

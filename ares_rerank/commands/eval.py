@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--delta", type=float, default=0.1)
     model.add_argument("--mode", default="auto", choices=["auto", "exact", "sample"])
     model.add_argument("--seed", type=int, default=0)
-    model.add_argument("--max-masks", type=int, default=None, help="ARES exact-mode mask budget (default: AresConfig's).")
+    model.add_argument("--max-masks", type=int, default=64, help="ARES exact mode: distinct inputs per step.")
     model.add_argument("--prune-mass", type=float, default=None, help="ARES exact-mode pruning (default: AresConfig's).")
     run_group = parser.add_argument_group("run")
     run_group.add_argument("--batch-size", type=int, default=32, help="Chains per backbone wave (and cache save).")

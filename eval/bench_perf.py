@@ -9,9 +9,9 @@ Reports, per method: wall time (best of ``--repeats``), backbone calls and (prem
 scored per second; for ARES the pairs per Hoeffding budget ``pairs / sum(m * N(m))`` and its wall-time ratio to
 Entail-Prev, and the certificate ARES printed (chains per mode, the largest hard bound of exact mode, eps / delta of
 sample mode). With ``--premise-selection`` the backbone is wrapped in that selection and the pairs are counted behind
-it, where the backbone itself receives them. Nothing is cached: the score cache is not used, and a model backbone's in-memory cache is emptied
-before every timed run (otherwise a repeat, or the second method, would read the first one's results); for model
-backbones the pairs the encoder actually ran (after premise selection merged identical sets) are reported as well.
+it, where the backbone itself receives them. Nothing is cached: the score cache is not used, and a model backbone's
+in-memory cache is emptied before every timed run (otherwise a repeat, or the second method, would read the first
+one's results); for model backbones the pairs the encoder actually ran (after premise selection merged identical sets) are reported as well.
 Numbers depend on the machine: report it with them.
 """
 

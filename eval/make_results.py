@@ -254,8 +254,9 @@ def real_backbone_section(runs: Sequence[tuple[Path, dict[str, Any]]]) -> str:
         elif "rows" in data and "premise_selection" in data:  # eval.bench_cost --json
             figure = FIGURES / f"{path.stem}.png"
             plot_cost_vs_length(cost_series(data["rows"]), figure, title=f"{data['backbone']}, prior {data['prior']}")
-            parts.append(f"Cost against chain length, backbone `{data['backbone']}`, ARES p = {data['prior']} (`{rel}`; "
-                         f"{data.get('machine', 'machine not recorded')}):\n\n" + cost_markdown(data["rows"])
+            head = f"Cost against chain length, backbone `{data['backbone']}`, ARES p = {data['prior']}"
+            parts.append(f"{head} (`{rel}`; {data.get('machine', 'machine not recorded')}):\n\n"
+                         + cost_markdown(data["rows"])
                          + f"\n\n![cost against length]({_rel(figure)})")
         elif "methods" in data and "num_steps" in data:  # eval.bench_perf --json
             head = (f"Performance, {data.get('task', '?')}, {data.get('num_chains', '?')} chains, backbone "

@@ -22,7 +22,9 @@ for ``E'`` unchanged. Two masks whose selected sets coincide render the same inp
 subset of one claim list. ``RelevantPremises`` does: its choice on a subset S depends only on ``S & plan.support``
 (the claims sharing a token with the hypothesis) and on ``|S|``. The estimator uses plans to project each premise
 mask onto what the backbone will read before it builds any premise list, so masks that select the same premises are
-one evaluation and cost no per-mask Python work (:func:`premise_selector` finds a backbone's selector). Why it matters: on ClaimTrees a MiniLM head learned nothing from raw premises and
+one evaluation and cost no per-mask Python work (:func:`premise_selector` finds a backbone's selector).
+
+Why selection matters: on ClaimTrees a MiniLM head learned nothing from raw premises and
 0.989 pair accuracy once premises were cut to the claims sharing a symbol with the step (FINDINGS.md).
 """
 

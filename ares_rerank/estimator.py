@@ -152,10 +152,9 @@ class _Run:
         if planner:
             self.future[m] = False
             for k in range(m - 1, -1, -1):
-                plan = self.plans[k]
-                self.future[k] = True if plan is None else self.future[k + 1]
-                if plan is not None:
-                    self.future[k, list(plan.support)] = True
+                if self.plans[k] is not None:
+                    self.future[k] = self.future[k + 1]
+                    self.future[k, list(self.plans[k].support)] = True
         self.sample = config.mode == "sample"
         self.start_sampling() if self.sample else self._start_exact()
 
@@ -171,17 +170,19 @@ class _Run:
         and ``self.representative`` (a row index per group, whose included claims are sent to the backbone).
         """
         rows, upto, plan = self.rows, self.chain.num_base + self.k, self.plans[self.k]
-        counts = rows[:, :upto].sum(axis=1) if plan is not None and plan.uses_count else None
-        keyed = rows[:, :upto] if plan is None else rows[:, list(plan.support)]
-        _, first, inverse = np.unique(_row_keys(keyed, counts), return_index=True, return_inverse=True)
+        support = None if plan is None else list(plan.support)
+        counts = rows[:, :upto].sum(axis=1)
+        keyed = rows[:, :upto] if plan is None else rows[:, support]
+        key_counts = counts if plan is not None and plan.uses_count else None
+        _, first, inverse = np.unique(_row_keys(keyed, key_counts), return_index=True, return_inverse=True)
         index: dict[tuple[int, ...], int] = {}
         selected, representative, group_of = [], [], np.empty(len(first), dtype=np.int64)
         for g, r in enumerate(first.tolist()):
             if plan is None:
                 chosen = tuple(np.flatnonzero(rows[r, :upto]).tolist())
             else:
-                present = [i for i, bit in zip(plan.support, rows[r, list(plan.support)].tolist()) if bit]
-                chosen = tuple(plan.select(present, int(rows[r, :upto].sum())))
+                present = [i for i, bit in zip(support, keyed[r].tolist()) if bit]
+                chosen = tuple(plan.select(present, int(counts[r])))
             if chosen not in index:
                 index[chosen] = len(selected)
                 selected.append(chosen)
@@ -202,6 +203,17 @@ class _Run:
     def values(self) -> np.ndarray:
         """``(R,)`` the backbone's value for every row at the current step (the memo must hold them)."""
         return np.array([self.memo[(self.k, chosen)] for chosen in self.selected])[self.inverse]
+
+    def prepare(self) -> None:
+        """Group the current step's masks into backbone inputs; in exact mode prune them, and in auto mode restart as
+        i.i.d. sampling (memo kept) when the exact bound would exceed eps."""
+        self.group()
+        if self.sample:
+            return
+        self.prune()
+        if self.config.mode == "auto" and self.dropped / 2.0 > self.config.eps:
+            self.start_sampling()
+            self.group()
 
     # -- exact mode -------------------------------------------------------------------------------------------
     def _start_exact(self) -> None:
@@ -328,14 +340,7 @@ def ares_scores(chains: Sequence[Chain], backbone: Backbone, config: AresConfig 
         if not active:
             break
         for run in active:
-            if config.mode == "auto" and not run.sample and run.dropped / 2.0 > config.eps:
-                run.start_sampling()  # exact would be looser than eps: restart as i.i.d. sampling, memo kept
-            run.group()
-            if not run.sample:
-                run.prune()
-                if config.mode == "auto" and run.dropped / 2.0 > config.eps:
-                    run.start_sampling()  # exact would be looser than eps: restart as i.i.d. sampling, memo kept
-                    run.group()
+            run.prepare()
         _evaluate_wave(active, backbone)
         for run in active:
             run.advance()

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -24,6 +22,7 @@ from ares_rerank.estimator import AresConfig
 
 from .backbones import resolve_backbone
 from .bench_perf import benchmark, certificate_text, machine_description
+from .cache import write_atomic
 from .plots import plot_cost_vs_length
 from .report import markdown_table
 
@@ -76,14 +75,6 @@ def cost_markdown(rows: Sequence[dict[str, Any]]) -> str:
     return markdown_table(header, table) + "\n\n" + "\n".join(notes)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m eval.bench_cost", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -107,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         payload = {"backbone": args.backbone, "premise_selection": args.premise_selection, "prior": args.prior,
                    "eps": args.eps, "delta": args.delta, "machine": machine_description(), "rows": rows}
-        _write_atomic(Path(args.json), json.dumps(payload, indent=1))
+        write_atomic(Path(args.json), json.dumps(payload, indent=1))
     if args.plot:
         plot_cost_vs_length(cost_series(rows), args.plot, title=title)
     return 0

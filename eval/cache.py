@@ -19,7 +19,7 @@ from ares_rerank.chain import Chain, ChainScores
 from ares_rerank.estimator import AresConfig
 
 
-__all__ = ["DEFAULT_CACHE_DIR", "ScoreCache", "method_key"]
+__all__ = ["DEFAULT_CACHE_DIR", "ScoreCache", "method_key", "write_atomic"]
 
 DEFAULT_CACHE_DIR = Path(__file__).resolve().parent / "cache"
 
@@ -81,8 +81,15 @@ class ScoreCache:
         path = self.path(task_key, backbone_key, method)
         entries = self.load(task_key, backbone_key, method)
         entries.update({fp: scores.to_dict() for fp, scores in new.items()})
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(entries, handle)
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(entries))
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path`` and move it into place: a killed run never leaves half a
+    file (the parent folder is created)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .backbones.base import Backbone, ChainBackbone, call_backbone
+from .backbones.base import Backbone, ChainBackbone, PairBatch
 from .chain import Chain, ChainScores
 
 
@@ -67,28 +67,15 @@ def baseline_scores(chains: Sequence[Chain], backbone: Backbone, method: str) ->
     if method in CHAIN_BASELINES:
         return _whole_chain_scores(chains, backbone, method)
     if method not in BASELINES:
-        raise ValueError(f"method={method!r} is not a baseline: use one of {sorted(BASELINES) + list(CHAIN_BASELINES)}.")
-    plans = [BASELINES[method](chain) for chain in chains]
-    index: dict[tuple[tuple[str, ...], str, int], int] = {}
-    premises: list[list[str]] = []
-    hypotheses: list[str] = []
-    num_base: list[int] = []
-    slots: list[list[list[int]]] = []  # chain -> step -> indices into the one backbone call
-    for chain, plan in zip(chains, plans):
-        chain_slots = []
-        for step, sets in zip(chain.steps, plan):
-            step_slots = []
-            for included, n_base in sets:
-                key = (tuple(included), step, n_base)
-                if key not in index:
-                    index[key] = len(hypotheses)
-                    premises.append(included)
-                    hypotheses.append(step)
-                    num_base.append(n_base)
-                step_slots.append(index[key])
-            chain_slots.append(step_slots)
-        slots.append(chain_slots)
-    values = call_backbone(backbone, premises, hypotheses, num_base)
+        known = sorted(BASELINES) + list(CHAIN_BASELINES)
+        raise ValueError(f"method={method!r} is not a baseline: use one of {known}.")
+    batch = PairBatch()  # a pair needed by several steps or chains is asked once
+    slots = []  # chain -> step -> indices into the one backbone call
+    for chain in chains:
+        plan = BASELINES[method](chain)
+        slots.append([[batch.add(included, step, n_base) for included, n_base in sets]
+                      for step, sets in zip(chain.steps, plan)])
+    values = batch.call(backbone)
     out = []
     for chain, chain_slots in zip(chains, slots):
         scores = [float(values[s].min()) if s else 1.0 for s in chain_slots]

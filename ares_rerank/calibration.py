@@ -9,6 +9,9 @@ Everything here works on plain arrays: ``logits`` of shape ``(n, num_labels)`` (
 log-odds of the positive class) and integer ``labels`` of shape ``(n,)``. ECE is measured on the probability that
 ARES consumes, P(entailment): pairs are binned by that probability and each bin's mean probability is compared
 with its share of entailed pairs.
+
+The fitted temperature is saved in ``ares_calibration.json`` beside the head (:func:`write_calibration`); reading it
+back is :func:`~ares_rerank.backbones.hub.read_calibration` (re-exported here), which the backbones use when loading.
 """
 
 from __future__ import annotations
@@ -17,11 +20,11 @@ import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from .backbones.loading import CALIBRATION_FILE, read_calibration
+from .backbones.hub import CALIBRATION_FILE, read_calibration
 
 
 __all__ = [

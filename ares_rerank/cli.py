@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 from typing import Sequence
 
@@ -15,6 +16,8 @@ from typing import Sequence
 __all__ = ["main"]
 
 SUBCOMMANDS = ("score", "rank", "eval", "train", "calibrate")
+# third-party module -> the extra that installs it (named in the error when it is missing)
+EXTRAS = {"sklearn": "eval", "matplotlib": "eval"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,17 +35,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one subcommand; every error ends as one line on stderr and exit status 2, never a traceback (set
+    ``ARES_DEBUG=1`` to see it)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
-    module = importlib.import_module(f"ares_rerank.commands.{args.command}")
     try:
+        module = importlib.import_module(f"ares_rerank.commands.{args.command}")
         return int(module.run(args) or 0)
-    except (ValueError, FileNotFoundError) as err:  # bad input: say what and how to fix it, no traceback
-        print(f"ares-rerank {args.command}: error: {err}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"ares-rerank {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # bad input: say what and how to fix it, no traceback
+        if os.environ.get("ARES_DEBUG"):
+            raise
+        print(f"ares-rerank {args.command}: error: {describe_error(err)}", file=sys.stderr)
         return 2
+
+
+def describe_error(err: BaseException) -> str:
+    """One line for an error: the message of the errors users cause, the type too for anything else."""
+    if isinstance(err, ModuleNotFoundError) and err.name:
+        extra = EXTRAS.get(err.name.split(".")[0])
+        hint = f" (pip install 'ares-rerank[{extra}]')" if extra else ""
+        return f"this command needs the package {err.name!r}{hint}."
+    text = " ".join(str(err).split()) or type(err).__name__
+    if isinstance(err, (ValueError, FileNotFoundError, FileExistsError, PermissionError, TypeError)):
+        return text
+    return f"{type(err).__name__}: {text} (ARES_DEBUG=1 shows the traceback)"
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from typing import Any, Sequence
 from .backbones.base import Backbone
 from .chain import Chain, ChainScores
 from .estimator import AresConfig
+from .io import atomic_open
 from .scoring import METHODS, score_chains
 
 
@@ -46,7 +47,8 @@ def shard_indices(num_rows: int, num_processes: int, process_index: int) -> list
     return list(range(process_index, num_rows, num_processes))
 
 
-def chains_from_rows(rows: dict[str, list[Any]], step_separator: str | None = "\n\n") -> list[Chain]:
+def chains_from_rows(rows: dict[str, list[Any]], step_separator: str | None = "\n\n",
+                     prompt_split: str = "none") -> list[Chain]:
     """Chains from a column batch (``dataset[i:j]`` or ``dataset.select(...)[:]``): see the module doc for columns."""
     n = len(next(iter(rows.values()))) if rows else 0
     if "steps" in rows:
@@ -54,7 +56,8 @@ def chains_from_rows(rows: dict[str, list[Any]], step_separator: str | None = "\
         make = lambda i: Chain(base[i] or [], rows["steps"][i])  # noqa: E731
     elif "completion" in rows:
         prompts = rows.get("prompt") or [""] * n
-        make = lambda i: Chain.from_text(prompts[i] or "", rows["completion"][i], step_separator)  # noqa: E731
+        make = lambda i: Chain.from_text(prompts[i] or "", rows["completion"][i], step_separator,  # noqa: E731
+                                         prompt_split)
     else:
         raise ValueError(
             f"the data set has columns {sorted(rows)}: it needs 'steps' (and 'base_claims'), or 'completion' (and "
@@ -77,6 +80,7 @@ def score_dataset(
     *,
     batch_size: int = 16,
     step_separator: str | None = "\n\n",
+    prompt_split: str = "none",
     progress: bool = True,
 ) -> list[ChainScores]:
     """Score every chain of ``dataset`` across the processes accelerate started; each process takes a shard.
@@ -87,19 +91,20 @@ def score_dataset(
         method: ``"ares"`` or a baseline name (see :func:`~ares_rerank.score_chains`).
         config: ARES settings; the same on every process.
         batch_size: Chains per :func:`score_chains` call (ARES batches all masks of a step across them).
-        step_separator: For rows with ``completion`` instead of ``steps``.
+        step_separator: For rows with ``completion`` instead of ``steps`` (``None`` = sentences).
+        prompt_split: How a ``prompt`` becomes base claims: ``"none"``, ``"sentences"`` or ``"lines"``.
         progress: Show a progress bar on the main process (it counts the main process's shard).
 
     Returns:
         One :class:`ChainScores` per row, in dataset order, on every process.
     """
     return [scores for _, _, scores in _score_sharded(dataset, backbone, method, config, batch_size, step_separator,
-                                                      progress)]
+                                                      prompt_split, progress)]
 
 
 def _score_sharded(
     dataset: Any, backbone: Backbone, method: str, config: AresConfig | None, batch_size: int,
-    step_separator: str | None, progress: bool,
+    step_separator: str | None, prompt_split: str, progress: bool,
 ) -> list[tuple[int, int, ChainScores]]:
     """``(row, process that scored it, scores)`` for every row, in row order, on every process."""
     from accelerate.utils import gather_object
@@ -116,7 +121,7 @@ def _score_sharded(
     local: list[tuple[int, int, ChainScores]] = []
     for start in range(0, len(mine), batch_size):
         batch = mine[start : start + batch_size]
-        chains = chains_from_rows(dataset.select(batch)[:], step_separator)
+        chains = chains_from_rows(dataset.select(batch)[:], step_separator, prompt_split)
         scores = score_chains(chains, backbone, method, config)
         local.extend((i, state.process_index, s) for i, s in zip(batch, scores))
         bar.update(len(batch))
@@ -154,6 +159,8 @@ def process_state() -> Any:
 
 # -- the command line --------------------------------------------------------------------------------------------
 def _parser() -> argparse.ArgumentParser:
+    from .commands import options
+
     p = argparse.ArgumentParser(
         prog="python -m ares_rerank.distributed",
         description="Score a data set of chains with ARES (or a baseline) across processes: run it with "
@@ -161,19 +168,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--data", required=True, help="A .jsonl/.json file, or a folder saved with Dataset.save_to_disk.")
     p.add_argument("--output", required=True, help="JSONL file of per-chain scores, in data order (main process).")
-    p.add_argument("--backbone", required=True, help="load_backbone name: a model folder, hub id, server URL, or "
-                   "'claimtrees-oracle'.")
-    p.add_argument("--kind", default=None, help="Backbone kind (nli, prm, prm-causal, judge, openai, vllm-pooling).")
-    p.add_argument("--backbone-kwargs", default="{}", help="JSON object of keyword arguments for load_backbone.")
     p.add_argument("--method", default="ares", choices=METHODS)
-    p.add_argument("--mode", default="auto", choices=("auto", "exact", "sample"))
-    p.add_argument("--eps", type=float, default=0.1)
-    p.add_argument("--delta", type=float, default=0.1)
-    p.add_argument("--prior", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-masks", type=int, default=64, help="ARES exact mode: distinct inputs per step.")
+    options.add_backbone_arguments(p)
+    options.add_config_arguments(p)
     p.add_argument("--batch-size", type=int, default=16, help="Chains per scoring call.")
-    p.add_argument("--step-separator", default="\n\n", help="For rows with 'completion' instead of 'steps'.")
+    options.add_chain_text_arguments(p)  # for rows with 'completion' instead of 'steps'
     p.add_argument("--limit", type=int, default=None, help="Score only the first N rows.")
     return p
 
@@ -188,37 +187,31 @@ def _load_data(path: str) -> Any:
     return datasets.load_dataset("json", data_files=path, split="train")
 
 
-_LOCAL_KINDS = ("nli", "prm", "prm-causal", "judge")
-
-
 def _load(args: argparse.Namespace, device: Any) -> Backbone:
-    from .backbones import load_backbone
+    from .backbones.loading import KINDS, SERVED_KINDS
+    from .commands import options
 
-    kwargs = json.loads(args.backbone_kwargs)
-    if not isinstance(kwargs, dict):
-        raise ValueError(f"--backbone-kwargs {args.backbone_kwargs!r} must be a JSON object, e.g. '{{}}'.")
-    local = args.kind in _LOCAL_KINDS or (args.kind is None and Path(args.backbone).is_dir())
-    if local:
-        kwargs.setdefault("device", str(device))  # one copy per process, on its own GPU
-    return load_backbone(args.backbone, kind=args.kind, **kwargs)
+    local = (args.kind in KINDS and args.kind not in SERVED_KINDS) or (args.kind is None and Path(args.backbone).is_dir())
+    extra = {"device": str(device)} if local and "device" not in options.backbone_options(args) else {}
+    return options.backbone_from_args(args, **extra)  # local models: one copy per process, on its own GPU
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m ares_rerank.distributed`` (under ``accelerate launch`` for several processes)."""
+    from .commands import options
+
     args = _parser().parse_args(argv)
     state = process_state()
     with state.main_process_first():  # the first process fills the datasets cache, the others read it
         dataset = _load_data(args.data)
     if args.limit is not None:
         dataset = dataset.select(range(min(args.limit, len(dataset))))
-    config = AresConfig(mode=args.mode, eps=args.eps, delta=args.delta, prior=args.prior, seed=args.seed,
-                        max_masks=args.max_masks)
+    config = options.config_from_args(args)
     scored = _score_sharded(dataset, _load(args, state.device), args.method, config, args.batch_size,
-                            args.step_separator, progress=True)
+                            options.step_separator(args.step_separator), args.prompt_split, progress=True)
     if state.is_main_process:
         out = Path(args.output)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with out.open("w") as f:
+        with atomic_open(out) as f:
             for i, owner, s in scored:
                 f.write(json.dumps({"index": i, "process": owner, **s.to_dict()}) + "\n")
         flagged = sum(sum(s.flags(config.threshold)) for _, _, s in scored)

@@ -41,7 +41,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .backbones.base import Backbone, call_backbone
+from .backbones.base import Backbone, PairBatch
 from .backbones.selection import premise_selector
 from .chain import Chain, ChainScores
 
@@ -62,10 +62,13 @@ class AresConfig:
     eps: float = field(default=0.1, metadata={"help": "Error half-width: every tau_k within eps (sampled with "
                                                       "probability >= 1 - delta, or a hard bound in exact mode)."})
     delta: float = field(default=0.1, metadata={"help": "Failure probability of the sampled eps guarantee."})
-    prior: float | Sequence[float] = field(
-        default=1.0, metadata={"help": "Prior that each base claim is sound: one float, or one per base claim."}
+    prior: float = field(default=1.0, metadata={"help": "Prior that each base claim is sound (one float)."})
+    base_priors: list[float] | None = field(
+        default=None,
+        metadata={"help": "One prior per base claim, overriding prior (every chain scored must have that many)."},
     )
-    mode: str = field(default="auto", metadata={"help": "'exact', 'sample', or 'auto' (exact, else sample)."})
+    mode: str = field(default="auto", metadata={"help": "'exact', 'sample', or 'auto' (exact, else sample).",
+                                                "choices": ["auto", "exact", "sample"]})
     seed: int = field(default=0, metadata={"help": "Seed of the trajectory sampler (same seed, same scores)."})
     max_masks: int = field(
         default=64,
@@ -84,10 +87,21 @@ class AresConfig:
             value = getattr(self, name)
             if not _is_number(value) or not (0.0 < float(value) < 1.0):
                 raise ValueError(f"AresConfig({name}={value!r}) must be a number in (0, 1), e.g. {name}=0.1.")
-        priors = [self.prior] if _is_number(self.prior) else list(self.prior)
-        for p in priors:
-            if not _is_number(p) or not (0.0 <= float(p) <= 1.0) or math.isnan(float(p)):
-                raise ValueError(f"AresConfig(prior={self.prior!r}) has {p!r}: priors must lie in [0, 1] (e.g. 1.0).")
+        if not _is_number(self.prior):
+            raise ValueError(
+                f"AresConfig(prior={self.prior!r}) takes one float in [0, 1]; pass one prior per base claim as "
+                "base_priors=[...]."
+            )
+        if self.base_priors is not None:
+            if isinstance(self.base_priors, (str, bytes)) or not hasattr(self.base_priors, "__iter__"):
+                raise ValueError(f"AresConfig(base_priors={self.base_priors!r}) must be a list of floats, or None.")
+            self.base_priors = list(self.base_priors)
+        for name, values in (("prior", [self.prior]), ("base_priors", self.base_priors or [])):
+            for p in values:
+                if not _is_number(p) or not (0.0 <= float(p) <= 1.0) or math.isnan(float(p)):
+                    raise ValueError(
+                        f"AresConfig({name}={getattr(self, name)!r}) has {p!r}: priors must lie in [0, 1] (e.g. 1.0)."
+                    )
         if self.mode not in _MODES:
             raise ValueError(f"AresConfig(mode={self.mode!r}) is not one of {_MODES}.")
         if not isinstance(self.max_masks, int) or isinstance(self.max_masks, bool) or self.max_masks < 1:
@@ -108,14 +122,14 @@ class AresConfig:
         return min(budget, 2.0 * self.eps) if self.mode == "auto" else budget
 
     def priors_for(self, chain: Chain) -> np.ndarray:
-        """One prior per base claim of ``chain``."""
-        if _is_number(self.prior):
+        """One prior per base claim of ``chain``: ``base_priors`` when given, else ``prior`` for every claim."""
+        if self.base_priors is None:
             return np.full(chain.num_base, float(self.prior))
-        priors = np.asarray(list(self.prior), dtype=np.float64)
+        priors = np.asarray(self.base_priors, dtype=np.float64)
         if priors.shape != (chain.num_base,):
             raise ValueError(
-                f"AresConfig(prior=...) has {priors.size} values but chain {chain.id or ''!r} has {chain.num_base} "
-                "base claims: pass one float, or exactly one prior per base claim."
+                f"AresConfig(base_priors=...) has {priors.size} values but chain {chain.id or ''!r} has "
+                f"{chain.num_base} base claims: give exactly one prior per base claim, or base_priors=None."
             )
         return priors
 
@@ -350,22 +364,15 @@ def ares_scores(chains: Sequence[Chain], backbone: Backbone, config: AresConfig 
 def _evaluate_wave(runs: list[_Run], backbone: Backbone) -> None:
     """Fill each run's memo for its current step with ONE backbone call over all distinct missing inputs."""
     todo: list[tuple[_Run, tuple[int, tuple[int, ...]], int]] = []
-    pair_index: dict[tuple[tuple[str, ...], str, int], int] = {}
-    premises: list[list[str]] = []
-    hypotheses: list[str] = []
-    num_base: list[int] = []  # how many of each premise list are base claims (PRMs render them apart)
+    batch = PairBatch()  # identical text across chains (e.g. duplicate candidates) is asked once
     for run in runs:
         hypothesis, claims, n = run.chain.steps[run.k], run.chain.claims, run.chain.num_base
         for key, included in run.missing():
             chosen = key[1]  # what the backbone will read: equal choices are one input, whatever else was included
-            pair = (tuple(claims[i] for i in chosen), hypothesis, sum(1 for i in chosen if i < n))
-            if pair not in pair_index:  # identical text across chains (e.g. duplicate candidates): asked once
-                pair_index[pair] = len(hypotheses)
-                premises.append([claims[i] for i in included])
-                hypotheses.append(hypothesis)
-                num_base.append(sum(1 for i in included if i < n))
-            todo.append((run, key, pair_index[pair]))
+            read = (tuple(claims[i] for i in chosen), hypothesis, sum(1 for i in chosen if i < n))
+            index = batch.add([claims[i] for i in included], hypothesis, sum(1 for i in included if i < n), key=read)
+            todo.append((run, key, index))
             run.evals[run.k] += 1
-    values = call_backbone(backbone, premises, hypotheses, num_base)
+    values = batch.call(backbone)
     for run, key, i in todo:
         run.memo[key] = float(values[i])

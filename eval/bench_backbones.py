@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| --- | --- | " + " | ".join("---" for _ in args.batch_sizes) + " |")
     bare_rows = []
     for name, (premises, hypotheses) in sets.items():
-        items = [base._fit(list(p), None, h) for p, h in zip(premises, hypotheses)]
+        items = [base.encode_pair(p, h) for p, h in zip(premises, hypotheses)]
         cells, bare = [], []
         for batch_size in args.batch_sizes:
             head = EntailmentHead(base.model, base.tokenizer, batch_size=batch_size, cache_size=0)
@@ -95,8 +95,8 @@ def _bare_forward(head, items) -> None:
     import torch
 
     order = sorted(range(len(items)), key=lambda i: len(items[i]["input_ids"]))
-    keys = [k for k in head._input_keys if k in items[0]]
-    batches = [head._pad([items[i] for i in order[s : s + head.batch_size]], keys)
+    keys = [k for k in head.input_keys if k in items[0]]
+    batches = [head.pad([items[i] for i in order[s : s + head.batch_size]], keys)
                for s in range(0, len(order), head.batch_size)]
     with torch.inference_mode():
         for batch in batches:

@@ -20,11 +20,11 @@ from typing import Any, Sequence
 from ares_rerank.data.claimtrees import load_claimtrees
 from ares_rerank.estimator import AresConfig
 
-from .backbones import resolve_backbone
+from ares_rerank import load_backbone
 from .bench_perf import benchmark, certificate_text, machine_description
-from .cache import write_atomic
-from .plots import plot_cost_vs_length
-from .report import markdown_table
+from ares_rerank.io import write_atomic
+from ares_rerank.evaluation.plots import plot_cost_vs_length
+from ares_rerank.evaluation.report import markdown_table
 
 
 __all__ = ["cost_rows", "cost_series", "main"]
@@ -53,7 +53,7 @@ def cost_rows(backbone: Any, lengths: Sequence[int], n: int, prior: float = 1.0,
 
 
 def cost_series(rows: Sequence[dict[str, Any]]) -> dict[str, dict[int, tuple[float, float]]]:
-    """``{method: {L: (pairs per step, seconds per step)}}`` for :func:`~eval.plots.plot_cost_vs_length`."""
+    """``{method: {L: (pairs per step, seconds per step)}}`` for :func:`~ares_rerank.evaluation.plots.plot_cost_vs_length`."""
     series: dict[str, dict[int, tuple[float, float]]] = {}
     for row in rows:
         series.setdefault(row["method"], {})[row["length"]] = (row["pairs_per_step"], row["seconds_per_step"])
@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--plot", default=None, help="Write the cost-against-length figure to this PNG.")
     args = parser.parse_args(argv)
     lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
-    backbone = resolve_backbone(args.backbone)
+    backbone = load_backbone(args.backbone)
     rows = cost_rows(backbone, lengths, args.n, args.prior, args.eps, args.delta, args.premise_selection)
     selection = f" behind {args.premise_selection!r} selection" if args.premise_selection else ""
     title = f"{args.backbone}{selection}, prior {args.prior}, eps = delta = {args.eps}/{args.delta}"

@@ -28,10 +28,11 @@ from typing import Any, Sequence
 from ares_rerank.backbones.selection import SelectingBackbone
 from ares_rerank.chain import Chain
 from ares_rerank.estimator import AresConfig, sample_size
+from ares_rerank.io import write_atomic
 from ares_rerank.scoring import score_chains
 
-from .backbones import CountingBackbone, resolve_backbone
-from .report import METHOD_NAMES, markdown_table
+from ares_rerank.evaluation.backbones import CountingBackbone
+from ares_rerank.evaluation.report import METHOD_NAMES, markdown_table
 
 
 __all__ = ["benchmark", "main", "perf_markdown"]
@@ -138,10 +139,9 @@ def machine_description() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from ares_rerank.commands.eval import add_arguments
-
-    from .runner import config_from_args, task_options
-    from .tasks import load_task
+    from ares_rerank.commands import options
+    from ares_rerank.commands.eval import add_arguments, task_options
+    from ares_rerank.evaluation import load_task
 
     parser = argparse.ArgumentParser(prog="python -m eval.bench_perf", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -153,8 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="Wrap the backbone in this premise selection (e.g. relevant) and count pairs behind it.")
     args = parser.parse_args(argv)
     task = load_task(args.task, **task_options(args))
-    backbone = resolve_backbone(args.backbone, args.kind)
-    config = config_from_args(args)
+    backbone = options.backbone_from_args(args)
+    config = options.config_from_args(args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     result = benchmark(task.chains, backbone, methods, config, args.repeats, args.premise_selection)
     result.update({"task": task.name, "backbone": args.backbone, "machine": machine_description(), "prior": args.prior,
@@ -163,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{args.backbone}, ARES p = {args.prior}, eps = delta = {args.eps}/{args.delta}; {result['machine']}\n")
     print(perf_markdown(result))
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1), encoding="utf-8")
+        write_atomic(args.json, json.dumps(result, indent=1))
     return 0
 
 

@@ -3,7 +3,7 @@
     python -m eval.make_results              # about 4 minutes the first time on 2 CPU cores, seconds when cached
 
 Sections 1-6 are recomputed with the ClaimTrees rule oracle. Section 7 (real backbones) renders the result files
-committed under ``eval/results/real/`` (written by ``eval.runner --out eval/results/real`` and ``eval.bench_perf --json
+committed under ``eval/results/real/`` (written by ``ares_rerank.evaluation.runner --out eval/results/real`` and ``eval.bench_perf --json
 eval/results/real/perf_*.json``): those runs take an hour or more on a CPU, so they are not repeated here; sets with no
 file stay marked as pending. Scores are cached under ``eval/cache/``; ``--refresh`` re-scores.
 """
@@ -16,29 +16,25 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from ares_rerank.estimator import AresConfig
-from ares_rerank.scoring import score_chains
-
-from .backbones import resolve_backbone
+from ares_rerank import load_backbone
 from ares_rerank.backbones.selection import SelectingBackbone
-
-from .bench_cost import cost_markdown, cost_rows, cost_series
-from .bench_perf import machine_description, benchmark, perf_markdown
-from .cache import ScoreCache
-from .plots import (
+from ares_rerank.estimator import AresConfig
+from ares_rerank.evaluation import METHOD_NAMES, ScoreCache, evaluate, fold_prevalences, load_task, markdown_table
+from ares_rerank.evaluation.plots import (
     long_chain_series,
     plot_cost_vs_length,
     plot_long_chains,
     plot_sample_efficiency,
     plot_step_scores,
 )
-from .protocol import fold_prevalences
-from .report import METHOD_NAMES, markdown_table, pm, results_markdown
-from .runner import evaluate
-from .tasks import load_task
+from ares_rerank.evaluation.report import pm, results_markdown
+from ares_rerank.io import write_atomic
+from ares_rerank.scoring import score_chains
 
+from . import CACHE_DIR, ROOT as REPO
+from .bench_cost import cost_markdown, cost_rows, cost_series
+from .bench_perf import benchmark, machine_description, perf_markdown
 
-REPO = Path(__file__).resolve().parents[1]
 FIGURES = Path(__file__).resolve().parent / "results" / "figures"
 REAL_RESULTS = Path(__file__).resolve().parent / "results" / "real"
 LENGTHS = (5, 10, 20, 30, 50)
@@ -81,7 +77,7 @@ def fingerprints_section() -> tuple[str, bool]:
 
 
 def long_chain_runs(paper_compat: bool, cache: ScoreCache, progress: bool) -> list[dict[str, Any]]:
-    backbone = resolve_backbone("claimtrees-oracle")
+    backbone = load_backbone("claimtrees-oracle")
     return [
         evaluate(load_task("claimtrees", n=100, length=L, paper_compat=paper_compat), backbone, LONG_METHODS,
                  AresConfig(prior=1.0), backbone_name="claimtrees-oracle", cache=cache, progress=progress)
@@ -112,7 +108,7 @@ def long_chain_table(runs: Sequence[dict[str, Any]], with_paper: bool) -> str:
 def efficiency_runs(cache: ScoreCache, progress: bool) -> list[tuple[str, int, dict[str, Any]]]:
     """ARES p = 0.95 (the paper's setting) on paper_compat ClaimTrees, N = 100 up to L = 20, else 20: the bare oracle in
     sample mode, and the oracle behind the ``relevant`` selection (same answers) in the default auto mode."""
-    oracle = resolve_backbone("claimtrees-oracle")
+    oracle = load_backbone("claimtrees-oracle")
     out = []
     for name, backbone, mode in (("claimtrees-oracle", oracle, "sample"),
                                  ("claimtrees-oracle+relevant", SelectingBackbone(oracle, "relevant"), "auto")):
@@ -143,7 +139,7 @@ def efficiency_table(p1_runs: Sequence[dict[str, Any]], p95: Sequence[tuple[str,
 
 
 def perf_section(repeats: int) -> str:
-    backbone = resolve_backbone("claimtrees-oracle")
+    backbone = load_backbone("claimtrees-oracle")
     parts = []
     for L, prior, mode, selection in ((10, 1.0, "auto", None), (50, 1.0, "auto", None), (10, 0.95, "sample", None),
                                       (50, 0.95, "auto", "relevant")):
@@ -158,7 +154,7 @@ def perf_section(repeats: int) -> str:
 
 def cost_section(path: Path) -> str:
     """Cost against chain length with the oracle behind `relevant` selection, p = 0.95 (seconds to run)."""
-    rows = cost_rows(SelectingBackbone(resolve_backbone("claimtrees-oracle"), "relevant"), (10, 20, 50), n=20,
+    rows = cost_rows(SelectingBackbone(load_backbone("claimtrees-oracle"), "relevant"), (10, 20, 50), n=20,
                      prior=0.95)
     plot_cost_vs_length(cost_series(rows), path, title="rule oracle behind relevant selection, p = 0.95")
     return cost_markdown(rows)
@@ -167,7 +163,7 @@ def cost_section(path: Path) -> str:
 def step_figure(path: Path) -> Path:
     """The paper's ClaimTrees example (ClaimTrees-10 idx 0: the rule AZ -> SG is missing at step 7)."""
     chain = load_task("claimtrees", n=1, length=10, paper_compat=True).chains[0]
-    backbone = resolve_backbone("claimtrees-oracle")
+    backbone = load_backbone("claimtrees-oracle")
     scores = {m: score_chains([chain], backbone, m, AresConfig(prior=1.0))[0].step_scores
               for m in ("ares", "entail-prev", "entail-base")}
     scores["ARES p=0.95 (sample)"] = score_chains([chain], backbone, "ares", AresConfig(prior=0.95, mode="sample"))[
@@ -199,7 +195,7 @@ def real_runs(folder: Path = REAL_RESULTS) -> list[tuple[Path, dict[str, Any]]]:
 
 
 def _is_runner_result(data: dict[str, Any]) -> bool:
-    """An ``eval.runner`` result (its ``task`` is a dict); ``eval.bench_perf --json`` files name the task as a string."""
+    """An ``ares_rerank.evaluation.runner`` result (its ``task`` is a dict); ``eval.bench_perf --json`` files name the task as a string."""
     return isinstance(data.get("task"), dict) and "methods" in data
 
 
@@ -263,7 +259,7 @@ def real_backbone_section(runs: Sequence[tuple[Path, dict[str, Any]]]) -> str:
                     f"`{data.get('backbone', '?')}`, ARES p = {data.get('prior', '?')}")
             parts.append(f"{head} (`{rel}`; {data.get('machine', 'machine not recorded')}):\n\n" + perf_markdown(data))
         else:
-            raise ValueError(f"{path} is neither an eval.runner result nor an eval.bench_perf --json file.")
+            raise ValueError(f"{path} is neither an ares_rerank.evaluation.runner result nor an eval.bench_perf --json file.")
     return "\n\n".join(parts)
 
 
@@ -280,7 +276,7 @@ def _oracle_cells(ct10: dict[str, Any], ct10_p95: dict[str, Any]) -> dict[tuple[
 
 
 def build(args: argparse.Namespace) -> str:
-    cache = ScoreCache(args.cache_dir) if args.cache_dir else ScoreCache()
+    cache = ScoreCache(args.cache_dir or CACHE_DIR)
     progress = not args.no_progress
     FIGURES.mkdir(parents=True, exist_ok=True)
     fp_table, fp_ok = fingerprints_section()
@@ -318,13 +314,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m eval.make_results", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=str(REPO / "docs" / "RESULTS.md"))
-    parser.add_argument("--cache-dir", default=None, help="Score cache folder (default eval/cache).")
+    parser.add_argument("--cache-dir", default=None, help=f"Score cache folder (default {CACHE_DIR}).")
     parser.add_argument("--repeats", type=int, default=3, help="Timing repeats of the performance benchmark.")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     text = build(args)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text, encoding="utf-8")
+    write_atomic(args.out, text)
     print(f"wrote {args.out}")
     return 0
 

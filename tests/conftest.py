@@ -15,8 +15,12 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))  # `eval` and `training` are run from the checkout, not installed
+# The checkout's benchmark scripts and recipes (eval/, training/) are tested from here; the package never needs them.
+sys.path.insert(0, str(REPO_ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The shared data beside the checkout (the workspace and CI layout), unless ARES_DATA_DIR names another folder.
+if "ARES_DATA_DIR" not in os.environ and (REPO_ROOT.parent / "shared" / "data").is_dir():
+    os.environ["ARES_DATA_DIR"] = str(REPO_ROOT.parent / "shared" / "data")
 
 
 @pytest.fixture(scope="session")

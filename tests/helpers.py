@@ -63,3 +63,26 @@ def brute_force_tau(chain: Chain, backbone, priors: Sequence[float]) -> list[flo
                 total += weight * q(k, alpha)
         taus.append(total)
     return taus
+
+
+REQUIRE_DATA_ENV = "ARES_REQUIRE_DATA"
+
+
+def shared_data(subdir: str):
+    """The shared data folder ``subdir`` (``$ARES_DATA_DIR/<subdir>``), or skip the test with one line saying what is
+    missing; with ``ARES_REQUIRE_DATA=1`` (set by ``.ci/run``) a missing folder fails the test instead."""
+    import os
+
+    import pytest
+
+    from ares_rerank.data.paths import shared_data_dir
+
+    try:
+        return shared_data_dir(subdir)
+    except FileNotFoundError:
+        where = os.environ.get("ARES_DATA_DIR")
+        message = (f"needs '{subdir}/' of the shared data folder (ARES_DATA_DIR={where!r}; set it to the folder, "
+                   "default ../shared/data beside the checkout)")
+        if os.environ.get(REQUIRE_DATA_ENV):
+            pytest.fail(f"{REQUIRE_DATA_ENV} is set but the test {message}", pytrace=False)
+        pytest.skip(message)

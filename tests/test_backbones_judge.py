@@ -40,11 +40,11 @@ def test_yes_no_single_token_answers_read_one_forward_pass(tiny_causal_lm_path, 
     got = judge.entailment_probs(PREMISES, HYPOTHESES)
     assert judge.stats.forward_passes == 1 and judge.stats.pairs_computed == 2
     for claims, hypothesis, value in zip(PREMISES, HYPOTHESES, got):
-        prompt = judge._render(claims, None, hypothesis, list(range(len(claims))))["input_ids"]
+        prompt = judge.encode_pair(claims, hypothesis)["input_ids"]
         yes = continuation_logp(model, prompt, judge.options[0][0])
         no = continuation_logp(model, prompt, judge.options[1][0])
         assert value == pytest.approx(math.exp(yes) / (math.exp(yes) + math.exp(no)), abs=1e-5)
-    text = judge.tokenizer.decode(judge._render(PREMISES[0], None, HYPOTHESES[0], [0, 1])["input_ids"])
+    text = judge.tokenizer.decode(judge.encode_pair(PREMISES[0], HYPOTHESES[0])["input_ids"])
     assert "Context:\nLet x = 3.\nLet y = 4.\n\nHypothesis:\nSo x + y = 7." in text
     assert text.endswith("<|im_start|>assistant\n")  # the generation prompt: the answer comes next
 
@@ -53,7 +53,7 @@ def test_multi_token_answers_are_scored_as_sequences(tiny_causal_lm_path, model)
     judge = load_backbone(tiny_causal_lm_path, kind="judge")  # "No" is two tokens for the tiny tokenizer
     assert len(judge.options[1][0]) == 2
     (value,) = judge.entailment_probs(PREMISES[:1], HYPOTHESES[:1])
-    prompt = judge._render(PREMISES[0], None, HYPOTHESES[0], [0, 1])["input_ids"]
+    prompt = judge.encode_pair(PREMISES[0], HYPOTHESES[0])["input_ids"]
     yes, no = (continuation_logp(model, prompt, ids) for ids, _ in judge.options)
     assert value == pytest.approx(1.0 / (1.0 + math.exp(no - yes)), abs=1e-5)
 
@@ -62,7 +62,7 @@ def test_likert_mode_is_the_expected_value_over_the_seven_labels(tiny_causal_lm_
     judge = load_backbone(tiny_causal_lm_path, kind="judge", mode="likert")
     assert [v for _, v in judge.options] == [1.0, 0.8, 0.6, 0.5, 0.4, 0.2, 0.0]
     (value,) = judge.entailment_probs(PREMISES[:1], HYPOTHESES[:1])
-    prompt = judge._render(PREMISES[0], None, HYPOTHESES[0], [0, 1])["input_ids"]
+    prompt = judge.encode_pair(PREMISES[0], HYPOTHESES[0])["input_ids"]
     logps = [continuation_logp(model, prompt, ids) for ids, _ in judge.options]
     weights = [math.exp(lp - max(logps)) for lp in logps]
     expected = sum(w * v for w, (_, v) in zip(weights, judge.options)) / sum(weights)

@@ -136,12 +136,12 @@ def test_overlong_steps_truncate_scores_the_first_tokens_that_fit(tiny_nli_path)
     long_step = "a very long hypothesis " * 10
     [p] = head.entailment_probs([["x"]], [long_step])
     assert 0.0 <= p <= 1.0 and head.stats.hypotheses_truncated == 1 and head.stats.premises_dropped == 1
-    item = head._fit(["x"], None, long_step)
+    item = head.encode_pair(["x"], long_step)
     assert len(item["input_ids"]) <= 16
     ids = head.tokenizer.encode(long_step, add_special_tokens=False)
     assert head.tokenizer.decode(ids[:4]) in head.tokenizer.decode(item["input_ids"])  # its start is kept
     short = head.entailment_probs([["x"]], ["short"])  # steps that fit are untouched
-    assert head.stats.hypotheses_truncated == 2 and len(short) == 1  # (_fit above counted once more)
+    assert head.stats.hypotheses_truncated == 2 and len(short) == 1  # (encode_pair above counted once more)
     with pytest.raises(ValueError, match="overlong_steps='cut' is unknown"):
         EntailmentHead.from_pretrained(tiny_nli_path, overlong_steps="cut")
 

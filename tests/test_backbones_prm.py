@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 
 import pytest
 import torch
@@ -11,7 +10,7 @@ from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
 
 from ares_rerank import AresConfig, Chain, load_backbone, score_chains
 from ares_rerank.backbones.prm import CausalPRM, StepTagPRM
-from tiny_models import STEP_TAG, tiny_qwen2_token_classifier
+from tiny_models import STEP_TAG, tiny_qwen2_token_classifier, tiny_remote_code_prm
 
 
 BASE = ["Let x = 3.", "Let y = 4."]
@@ -29,7 +28,7 @@ def test_rendering_follows_the_qwen_layout(prm):
     assert "<|im_start|>system\nPlease reason step by step" in text
     assert "<|im_start|>user\nLet x = 3.\nLet y = 4.<|im_end|>" in text
     assert f"<|im_start|>assistant\nThen 2x = 6.{STEP_TAG}So x + y = 7.{STEP_TAG}<|im_end|>" in text
-    item = prm._encode(BASE, STEPS[:2])
+    item = prm.encode_chain(BASE, STEPS[:2])
     assert [item["input_ids"][t] for t in item["tags"]] == [prm.tag_id] * 2
     assert item["input_ids"].count(prm.tag_id) == 2
 
@@ -100,7 +99,7 @@ def test_whole_chain_pass_matches_per_step_scores(prm):
 def test_empty_premises_and_claims_containing_the_tag(prm):
     (value,) = prm.entailment_probs([[]], [STEPS[0]])
     assert 0.0 < value < 1.0
-    item = prm._encode([f"a {STEP_TAG} b"], [f"c {STEP_TAG}", "d"])
+    item = prm.encode_chain([f"a {STEP_TAG} b"], [f"c {STEP_TAG}", "d"])
     assert item["input_ids"].count(prm.tag_id) == 2  # the tag inside claims was replaced, only ours remain
 
 
@@ -122,7 +121,7 @@ def test_causal_prm_is_p_plus_over_plus_minus_at_the_tag(tiny_causal_lm_path):
     cprm = load_backbone(tiny_causal_lm_path, kind="prm-causal", step_tag=STEP_TAG)
     assert isinstance(cprm, CausalPRM)
     model = AutoModelForCausalLM.from_pretrained(tiny_causal_lm_path).eval()
-    item = cprm._encode(BASE, STEPS[:2])
+    item = cprm.encode_chain(BASE, STEPS[:2])
     with torch.inference_mode():
         logits = model(input_ids=torch.tensor([item["input_ids"]])).logits[0, item["tags"][-1]]
     plus, minus = cprm.tokenizer.encode("+")[0], cprm.tokenizer.encode("-")[0]
@@ -136,47 +135,16 @@ def test_causal_prm_plain_text_with_a_newline_tag(tiny_causal_lm_path):
     cprm = load_backbone(tiny_causal_lm_path, kind="prm-causal", step_tag="\n", use_chat_template=False,
                          step_separator="")
     assert cprm.render(BASE, STEPS[:2]) == "Let x = 3.\nLet y = 4.\nThen 2x = 6.\nSo x + y = 7.\n"
-    item = cprm._encode(BASE, STEPS[:2])
+    item = cprm.encode_chain(BASE, STEPS[:2])
     assert [item["input_ids"][t] for t in item["tags"]] == [cprm.tag_id] * 2
     assert item["tags"][-1] == len(item["input_ids"]) - 1  # nothing after the judged step's tag
     with pytest.raises(ValueError, match="good_token"):
         load_backbone(tiny_causal_lm_path, kind="prm-causal", step_tag=STEP_TAG, good_token="++ yes")
 
 
-MODELING = '''
-import torch
-from transformers import Qwen2Config, Qwen2Model, Qwen2PreTrainedModel
-from transformers.modeling_outputs import TokenClassifierOutput
-
-
-class TinyPRMConfig(Qwen2Config):
-    model_type = "tiny_prm"
-
-
-class TinyQwen2ForProcessRewardModel(Qwen2PreTrainedModel):
-    config_class = TinyPRMConfig
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.model = Qwen2Model(config)
-        self.score = torch.nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
-
-    def forward(self, input_ids=None, attention_mask=None, **kwargs):
-        hidden = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        return TokenClassifierOutput(logits=self.score(hidden))
-'''
-
-
 def test_remote_code_prm_needs_trust_remote_code(tmp_path):
     """A PRM shipping its own modeling code (auto_map with AutoModel only, as Qwen2.5-Math-PRM) loads when opted in."""
-    path = tiny_qwen2_token_classifier(tmp_path / "remote")
-    (path / "modeling_tiny_prm.py").write_text(MODELING)
-    config = json.loads((path / "config.json").read_text())
-    config.update(model_type="tiny_prm", architectures=["TinyQwen2ForProcessRewardModel"],
-                  auto_map={"AutoConfig": "modeling_tiny_prm.TinyPRMConfig",
-                            "AutoModel": "modeling_tiny_prm.TinyQwen2ForProcessRewardModel"})
-    (path / "config.json").write_text(json.dumps(config))
+    path = tiny_remote_code_prm(tmp_path / "remote")
     with pytest.raises(ValueError, match="trust_remote_code"):
         load_backbone(path, kind="prm")
     remote = load_backbone(path, trust_remote_code=True)  # kind detected: ...ForProcessRewardModel -> prm

@@ -39,3 +39,31 @@ def test_score_command_bad_input_is_a_clear_error(tmp_path, capsys):
     data.write_text("not json\n")
     assert main(["score", str(data), "--backbone", "claimtrees-oracle"]) == 2
     assert "not valid JSON" in capsys.readouterr().err
+
+
+def test_score_and_rank_load_a_remote_code_prm_through_backbone_options(tmp_path, capsys):
+    from tiny_models import tiny_remote_code_prm
+
+    prm = tiny_remote_code_prm(tmp_path / "prm")
+    chains, candidates = tmp_path / "chains.jsonl", tmp_path / "candidates.jsonl"
+    completion = "I have AB, I use rule (AB -> CD) to derive CD\nnow I have CD"
+    chains.write_text(json.dumps({"id": "c", "prompt": "I have AB", "completion": completion}) + "\n")
+    candidates.write_text(json.dumps({"prompt": "I have AB", "candidates": [completion, "now I have CD"]}) + "\n")
+    plain = ["--backbone", str(prm), "--step-separator", "\\n", "--no-progress"]
+    assert main(["score", str(chains), *plain]) == 2  # remote code runs only when asked for
+    assert "trust_remote_code" in capsys.readouterr().err
+    opted = [*plain, "--backbone-options", '{"trust_remote_code": true}']
+    assert main(["score", str(chains), *opted, "--output", str(tmp_path / "s.jsonl")]) == 0
+    assert main(["rank", "--input", str(candidates), *opted, "--output", str(tmp_path / "r.jsonl")]) == 0
+    (scored,) = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    (ranked,) = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert len(scored["step_scores"]) == 2  # '\n' given as two characters splits on a newline in both commands
+    assert [len(s) for s in ranked["step_scores"]] == [2, 1]
+    assert ranked["step_scores"][0] == scored["step_scores"]  # the same chain, the same seeded estimator
+
+
+def test_step_separator_has_one_escaping_rule():
+    from ares_rerank.commands.options import step_separator
+
+    assert step_separator("\\n\\n") == "\n\n" and step_separator("\\t") == "\t" and step_separator("###") == "###"
+    assert step_separator("sentences") is None and step_separator("→\\n") == "→\n"

@@ -28,7 +28,7 @@ def test_exact_mode_equals_brute_force(seed):
     chain = random_chain(rng, n=rng.randint(0, 3), m=rng.randint(1, 4))
     priors = [rng.choice([1.0, 0.9, 0.6, 0.3]) for _ in range(chain.num_base)]
     backbone = HashBackbone(salt=str(seed))
-    config = AresConfig(mode="exact", prior=priors, max_masks=10_000, prune_mass=0.0)
+    config = AresConfig(mode="exact", base_priors=priors, max_masks=10_000, prune_mass=0.0)
     (scores,) = score_chains([chain], backbone, config=config)
     expected = brute_force_tau(chain, backbone, priors)
     assert scores.mode == "exact"
@@ -41,7 +41,7 @@ def test_exact_pruning_bound_contains_the_truth():
     chain = random_chain(rng, n=2, m=5)
     backbone = HashBackbone(salt="prune")
     priors = [0.8, 0.7]
-    (scores,) = score_chains([chain], backbone, config=AresConfig(mode="exact", prior=priors, max_masks=3))
+    (scores,) = score_chains([chain], backbone, config=AresConfig(mode="exact", base_priors=priors, max_masks=3))
     truth = brute_force_tau(chain, backbone, priors)
     assert max(scores.error_bounds) > 0  # the budget did bind
     for tau, bound, true in zip(scores.step_scores, scores.error_bounds, truth):
@@ -144,10 +144,18 @@ def test_config_errors_name_the_parameter(kwargs, word):
         AresConfig(**kwargs)
 
 
-def test_prior_length_must_match_base_claims():
+def test_base_priors_length_must_match_base_claims():
     chain = Chain(["a", "b"], ["c"])
-    with pytest.raises(ValueError, match="prior"):
-        score_chains([chain], HashBackbone(), config=AresConfig(prior=[0.9, 0.9, 0.9]))
+    with pytest.raises(ValueError, match="base_priors"):
+        score_chains([chain], HashBackbone(), config=AresConfig(base_priors=[0.9, 0.9, 0.9]))
+
+
+def test_per_claim_priors_go_in_base_priors():
+    with pytest.raises(ValueError, match=r"prior=\[0.9, 0.9\].*base_priors"):
+        AresConfig(prior=[0.9, 0.9])
+    chain = Chain(["a", "b"], ["c"])
+    same = score_chains([chain], HashBackbone(), config=AresConfig(base_priors=[0.9, 0.9]))[0].step_scores
+    assert same == score_chains([chain], HashBackbone(), config=AresConfig(prior=0.9))[0].step_scores
 
 
 @pytest.mark.parametrize(

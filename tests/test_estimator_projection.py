@@ -59,7 +59,7 @@ def test_projected_exact_mode_equals_brute_force(seed, spec):
     chain = symbol_chain(rng, n=rng.randint(1, 3), m=rng.randint(2, 5))
     priors = [rng.choice([1.0, 0.9, 0.6]) for _ in range(chain.num_base)]
     backbone = SelectingBackbone(HashBackbone(salt=str(seed)), spec)
-    config = AresConfig(mode="exact", prior=priors, prune_mass=0.0, max_masks=10_000)
+    config = AresConfig(mode="exact", base_priors=priors, prune_mass=0.0, max_masks=10_000)
     (scores,) = score_chains([chain], backbone, config=config)
     assert scores.mode == "exact" and scores.error_bounds == [0.0] * chain.num_steps
     assert scores.step_scores == pytest.approx(brute_force_tau(chain, backbone, priors), abs=1e-9)

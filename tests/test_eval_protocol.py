@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import shared_data
 from sklearn.metrics import f1_score, precision_recall_fscore_support
 from sklearn.model_selection import KFold
 
 from ares_rerank.chain import ChainScores
 from ares_rerank.data.claimtrees import load_claimtrees
 from ares_rerank.data.recipes import load_recipes
-from eval.protocol import (
+from ares_rerank.evaluation.protocol import (
     best_of_2,
     bootstrap_se,
     cross_validate,
@@ -155,6 +156,7 @@ def test_fold_fingerprints_match_the_spec_to_4_decimals():
         return [round(v, 4) for v in fold_prevalences([c.labels for c in chains])]
 
     assert rounded(load_claimtrees(100, 10, paper_compat=True)) == [0.4667, 0.5222, 0.4056, 0.4944, 0.5833]
+    shared_data("recipe_graphs")
     assert rounded(load_recipes(100)) == [0.5749, 0.6398, 0.5413, 0.5199, 0.5506]
     expected = {
         (3, 3): [0.15, 0.3, 0.1, 0.2, 0.4], (3, 5): [0.1, 0.175, 0.1, 0.3, 0.325],

@@ -6,15 +6,15 @@ import json
 
 import pytest
 
+from helpers import shared_data
+
 from ares_rerank.backbones.base import FunctionBackbone
 from ares_rerank.backbones.oracle import ClaimTreesOracle
 from ares_rerank.cli import main as cli_main
 from ares_rerank.estimator import AresConfig
+from ares_rerank.evaluation import ScoreCache, evaluate, load_task, method_key, score_cached
 from ares_rerank.scoring import score_chains
 from eval.bench_perf import benchmark, perf_markdown
-from eval.cache import ScoreCache, method_key
-from eval.runner import evaluate, main as runner_main, score_cached
-from eval.tasks import load_task
 
 
 class CountingOracle:
@@ -32,7 +32,7 @@ def test_runner_end_to_end_writes_json_and_markdown(tmp_path, capsys):
     argv = ["--task", "claimtrees", "--length", "5", "--n", "10", "--backbone", "claimtrees-oracle",
             "--methods", "ares,entail-prev", "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"),
             "--name", "run", "--no-progress"]
-    assert runner_main(argv) == 0
+    assert cli_main(["eval", *argv]) == 0
     results = json.loads((tmp_path / "out" / "run.json").read_text())
     ares, prev = results["methods"]["ares"], results["methods"]["entail-prev"]
     assert ares["macro"]["f1"] == 1.0 and len(ares["macro"]["folds"]) == 5  # perfect oracle + ARES p=1: exact
@@ -43,7 +43,7 @@ def test_runner_end_to_end_writes_json_and_markdown(tmp_path, capsys):
     assert "| ARES | 1.000 ± 0.000 |" in table and "Entail-Prev" in table
     assert "| ARES |" in capsys.readouterr().out
     # The cache now holds both methods; a second run scores nothing.
-    assert runner_main(argv) == 0
+    assert cli_main(["eval", *argv]) == 0
     again = json.loads((tmp_path / "out" / "run.json").read_text())
     assert again["methods"]["ares"]["stats"]["scored"] == 0 and again["methods"]["ares"]["stats"]["cached"] == 10
     assert again["methods"]["ares"]["macro"] == results["methods"]["ares"]["macro"]
@@ -68,6 +68,7 @@ def test_cache_reuses_chains_and_scores_only_new_ones(tmp_path):
 
 
 def test_best_of_2_and_processbench_through_evaluate():
+    shared_data("prmbench"), shared_data("bigbench_mistake")
     constant = FunctionBackbone(lambda premises, hypotheses: [0.5] * len(hypotheses), name="constant")  # exact in binary: equal means
     prm = load_task("prmbench", n=6)
     res = evaluate(prm, constant, ["entail-prev"], backbone_name="constant", progress=False)
@@ -102,27 +103,27 @@ def test_eval_subcommand_sample(tmp_path, capsys):
     assert "sample 6/20" in capsys.readouterr().out
 
 
-def test_eval_subcommand_outside_a_checkout_says_so(tmp_path, monkeypatch):
-    import ares_rerank.commands.eval as command
-
-    monkeypatch.setattr(command, "__file__", str(tmp_path / "a" / "b" / "eval.py"))
+def test_eval_writes_under_the_working_directory_by_default(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(SystemExit, match="from a checkout"):
-        command.find_checkout()
+    code = cli_main(["eval", "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "ares", "--name", "w",
+                     "--no-progress"])
+    assert code == 0
+    assert sorted(p.name for p in (tmp_path / "ares-eval").iterdir()) == ["cache", "w.json", "w.md"]
 
 
 def test_backbone_names(tmp_path):
-    from eval.backbones import backbone_key, resolve_backbone
+    from ares_rerank import load_backbone
+    from ares_rerank.evaluation.backbones import backbone_key
 
-    assert isinstance(resolve_backbone("claimtrees-oracle"), ClaimTreesOracle)
-    assert isinstance(resolve_backbone("ares_rerank.backbones.oracle:ClaimTreesOracle"), ClaimTreesOracle)
+    assert isinstance(load_backbone("claimtrees-oracle"), ClaimTreesOracle)
+    assert isinstance(load_backbone("ares_rerank.backbones.oracle:ClaimTreesOracle"), ClaimTreesOracle)
     with pytest.raises(ValueError, match="cannot import"):
-        resolve_backbone("ares_rerank.nothing:Here")
+        load_backbone("ares_rerank.nothing:Here")
     assert backbone_key("some/model path", "nli") == "some_model_path-nli"
 
 
 def test_cache_key_follows_the_files_of_a_local_head(tmp_path):
-    from eval.backbones import backbone_cache_key
+    from ares_rerank.evaluation.backbones import backbone_cache_key
 
     head = tmp_path / "head"
     head.mkdir()
@@ -137,7 +138,7 @@ def test_cache_key_follows_the_files_of_a_local_head(tmp_path):
 
 
 def test_plots_write_pngs(tmp_path):
-    from eval.plots import plot_long_chains, plot_sample_efficiency, plot_step_scores
+    from ares_rerank.evaluation.plots import plot_long_chains, plot_sample_efficiency, plot_step_scores
 
     png = b"\x89PNG"
     a = plot_long_chains({"ares": {5: (1.0, 0.0), 10: (0.9, 0.02)}}, tmp_path / "a.png", paper={"x": {5: 0.5}})
@@ -171,7 +172,7 @@ def test_bench_perf_counts_behind_the_selection_and_prints_the_certificate():
 
 def test_bench_cost_rows_and_plot(tmp_path):
     from eval.bench_cost import cost_markdown, cost_rows, cost_series
-    from eval.plots import plot_cost_vs_length
+    from ares_rerank.evaluation.plots import plot_cost_vs_length
 
     rows = cost_rows(ClaimTreesOracle(), [5, 8], n=3, prior=0.95, premise_selection="relevant")
     assert {(r["length"], r["method"]) for r in rows} == {
@@ -217,10 +218,10 @@ def test_results_doc_renders_committed_real_backbone_runs(tmp_path):
         real_backbone_section(real_runs(tmp_path))
 
 
-def test_backbone_options_reach_load_backbone_and_the_cache_key(tmp_path, tiny_nli_path):
-    from eval.backbones import backbone_cache_key
+def test_backbone_options_reach_load_backbone_and_the_cache_key(tmp_path, tiny_nli_path, capsys):
+    from ares_rerank.evaluation.backbones import backbone_cache_key
 
-    code = runner_main(["--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "entail-prev",
+    code = cli_main(["eval", "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "entail-prev",
                         "--backbone", str(tiny_nli_path), "--kind", "nli", "--backbone-options",
                         '{"overlong_steps": "truncate", "max_length": 24}', "--out", str(tmp_path), "--name", "o",
                         "--cache-dir", str(tmp_path / "cache"), "--no-progress"])
@@ -228,14 +229,15 @@ def test_backbone_options_reach_load_backbone_and_the_cache_key(tmp_path, tiny_n
     assert code == 0 and results["backbone_options"] == {"overlong_steps": "truncate", "max_length": 24}
     plain = backbone_cache_key(str(tiny_nli_path), "nli")
     assert backbone_cache_key(str(tiny_nli_path), "nli", {"overlong_steps": "truncate"}) != plain
-    with pytest.raises(ValueError, match="JSON object"):
-        runner_main(["--task", "claimtrees", "--n", "2", "--backbone-options", "[1]", "--no-progress",
-                     "--out", str(tmp_path)])
+    assert cli_main(["eval", "--task", "claimtrees", "--n", "2", "--backbone-options", "[1]", "--no-progress",
+                     "--out", str(tmp_path)]) == 2
+    assert "--backbone-options='[1]' must be a JSON object" in capsys.readouterr().err
 
 
 def test_paper_table_takes_real_backbone_cells_from_committed_runs(tmp_path):
     from eval.make_results import paper_table, real_cells, real_runs
 
+    shared_data("recipe_graphs")
     task = load_task("recipes", n=5)
     constant = FunctionBackbone(lambda premises, hypotheses: [0.7] * len(hypotheses))
     results = evaluate(task, constant, ["entail-base"], backbone_name="const", progress=False)

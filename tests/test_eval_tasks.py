@@ -6,15 +6,17 @@ import json
 import re
 
 import pytest
+from helpers import shared_data
 
-from eval.tasks import load_task
-from eval.tasks.base import strip_numbering
-from eval.tasks.bigbench_mistake import bbm_chain
-from eval.tasks.prmbench import prmbench_chains
+from ares_rerank.evaluation.tasks import load_task
+from ares_rerank.evaluation.tasks.base import strip_numbering
+from ares_rerank.evaluation.tasks.bigbench_mistake import bbm_chain
+from ares_rerank.evaluation.tasks.prmbench import prmbench_chains
 
 
 @pytest.fixture(scope="module")
 def prmbench():
+    shared_data("prmbench")
     return load_task("prmbench")
 
 
@@ -53,6 +55,7 @@ def test_prmbench_record_conventions():
 
 
 def test_prmbench_filters_and_bad_options():
+    shared_data("prmbench")
     subset = load_task("prmbench", classifications=["circular"], n=10)
     assert len(subset.chains) == 10 and {c.meta["classification"] for c in subset.chains} == {"circular"}
     with pytest.raises(ValueError, match="out_of_range"):
@@ -62,6 +65,7 @@ def test_prmbench_filters_and_bad_options():
 
 
 def test_bigbench_mistake_shapes_and_labels():
+    shared_data("bigbench_mistake")
     task = load_task("bbm")
     assert len(task.chains) == 2186 and len(task.first_errors) == 2186
     first = task.chains[0]  # dyck_languages, mistake_index 12 of 16 steps
@@ -111,6 +115,7 @@ def test_processbench_format_errors(tmp_path):
 
 
 def test_synthetic_tasks_and_registry_errors():
+    shared_data("recipe_graphs")
     ct = load_task("claimtrees", n=5, length=5, paper_compat=True)
     assert ct.name == "ClaimTrees-5 (paper_compat)" and len(ct.chains) == 5 and ct.info["length"] == 5
     ms = load_task("claimtrees", n=3, variant="multi_source", sources=3, depth=5)

@@ -6,16 +6,15 @@ import numpy as np
 import pytest
 
 from ares_rerank.data.paths import DATA_DIR_ENV, shared_data_dir
+from helpers import shared_data
+
 from ares_rerank.data.recipes import NUM_RECIPE_ENTRIES, load_recipe_graphs, load_recipes, recipe_example
 
 
 @pytest.fixture(scope="module")
 def recipe_dir():
     """The recipe graphs folder; tests that need it skip (with the reason) when the shared data is absent."""
-    try:
-        return shared_data_dir("recipe_graphs")
-    except FileNotFoundError as err:
-        pytest.skip(f"shared data not available ({err})")
+    return shared_data("recipe_graphs")
 
 
 @pytest.fixture(scope="module")

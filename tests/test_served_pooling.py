@@ -82,8 +82,8 @@ def test_requests_carry_the_local_prms_token_ids_and_masks_differ(tiny_prm_path,
     body = server.requests[-1][2]
     assert server.paths() == ["/pooling"]  # model and window given: nothing else asked
     assert body["model"] == "tiny-prm" and body["task"] == "token_classify"
-    want = [local_prm._render(p, ("base",) + ("step",) * (len(p) - 1), h, list(range(len(p))))["input_ids"]
-            for p, h in zip(PREMISES[:2], HYPOTHESES[:2])]
+    want = [local_prm.encode_pair(p, h, num_base=n)["input_ids"]
+            for p, h, n in zip(PREMISES[:2], HYPOTHESES[:2], NUM_BASE[:2])]
     assert sorted(body["input"]) == sorted(want)
     assert body["input"][0] != body["input"][1]  # the excluded step is absent from the input: the mask matters
 
@@ -113,7 +113,7 @@ def test_recorded_response_shapes_parse_to_the_positive_probabilities(tiny_prm_p
     with FakeServer(respond) as server:
         served = VLLMPoolingPRM(server.url, tiny_prm_path, model="Qwen/Qwen2.5-Math-PRM-7B", max_length=4096)
         served.tag_id = 151651  # the Qwen2.5 tokenizer's id of <extra_0>, as in the recorded input
-        probs = served._tag_probs([{"input_ids": ids, "tags": tags, "all_tags": True}])
+        probs = served.tag_probs([{"input_ids": ids, "tags": tags, "all_tags": True}])
     assert probs == [pytest.approx(fixture["expected"]["positive"], abs=1e-6)]
 
 

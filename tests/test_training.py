@@ -12,9 +12,9 @@ from ares_rerank.backbones.oracle import ClaimTreesOracle
 from ares_rerank.backbones.selection import apply_selector, get_selector
 from ares_rerank.chain import Chain
 from ares_rerank.data import load_claimtrees
-from training.mix import (HELDOUT_TEMPLATES, TRAIN_TEMPLATES, MixArguments, random_names, rename_states, templates_of,
+from ares_rerank.training.mix import (HELDOUT_TEMPLATES, TRAIN_TEMPLATES, MixArguments, random_names, rename_states, templates_of,
                           training_chains)
-from training.pairs import build_pairs, chain_pairs, pairs_dataset, split_chains, subset_masks
+from ares_rerank.training.pairs import build_pairs, chain_pairs, pairs_dataset, split_chains, subset_masks
 
 
 def _oracle(chain: Chain) -> ClaimTreesOracle:
@@ -134,7 +134,7 @@ def test_pairs_dataset_columns(mix_chains):
 
 
 def test_parse_args_reads_yaml_and_lets_flags_override(tmp_path):
-    from training.train_head import parse_args
+    from ares_rerank.training.head import parse_args
 
     config = tmp_path / "c.yaml"
     config.write_text("num_chains: 30\nlora_r: 4\nlearning_rate: 0.002\noutput_dir: %s\n" % tmp_path)
@@ -146,7 +146,7 @@ def test_parse_args_reads_yaml_and_lets_flags_override(tmp_path):
 
 
 def _tiny_args(tmp_path, base, **overrides):
-    from training.train_head import parse_args
+    from ares_rerank.training.head import parse_args
 
     flags = {"base_model": str(base), "output_dir": str(tmp_path / "run"), "num_chains": 24, "max_steps": 4,
              "per_device_train_batch_size": 8, "eval_steps": 2, "save_steps": 2, "logging_steps": 1,
@@ -161,7 +161,7 @@ def _tiny_args(tmp_path, base, **overrides):
 @pytest.mark.parametrize("full", [False, True])
 def test_tiny_head_trains_saves_and_reloads_with_identical_scores(tmp_path, tiny_nli_path, full):
     from ares_rerank.backbones.nli import EntailmentHead
-    from training.train_head import train_head
+    from ares_rerank.training.head import train_head
 
     mix, args = _tiny_args(tmp_path, tiny_nli_path, full_finetune=str(full).lower())
     trained = train_head(mix, args)
@@ -186,7 +186,7 @@ def test_tiny_head_trains_saves_and_reloads_with_identical_scores(tmp_path, tiny
 @pytest.mark.slow
 def test_tiny_prm_head_trains_with_labels_only_on_step_tags(tmp_path, tiny_prm_path):
     from ares_rerank.backbones.prm import StepTagPRM
-    from training.train_prm import PRMTrainingArguments, chain_rows, encode_rows, load_prm, train_prm
+    from ares_rerank.training.prm import PRMTrainingArguments, chain_rows, encode_rows, load_prm, train_prm
 
     rows = chain_rows(load_claimtrees(6, 4))
     (tmp_path / "rows.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
@@ -221,9 +221,9 @@ def test_cli_train_forwards_to_the_training_recipe(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["train", "nonsense"])
     assert "invalid choice" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as done:  # the one-command recipe of the shipped head is a target too
-        main(["train", "default-head", "--help"])
-    assert done.value.code == 0 and "--runs_dir" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as done:  # the installed package trains from your chains: no checkout needed
+        main(["train", "head", "--help"])
+    assert done.value.code == 0 and "--chains_file" in capsys.readouterr().out
 
 
 @pytest.mark.slow
@@ -231,7 +231,7 @@ def test_init_adapter_continues_from_a_saved_head(tmp_path, tiny_nli_path):
     import torch
     from safetensors.torch import load_file
 
-    from training.train_head import load_base, train_head
+    from ares_rerank.training.head import load_base, train_head
 
     mix, args = _tiny_args(tmp_path, tiny_nli_path, max_steps=2, lora_layers=1)  # LoRA on the upper layer only
     folder = train_head(mix, args).folder
@@ -249,15 +249,16 @@ def test_init_adapter_continues_from_a_saved_head(tmp_path, tiny_nli_path):
 
 @pytest.mark.slow
 def test_train_head_exports_only_a_head_that_passed_the_collapse_check(tmp_path, tiny_nli_path, monkeypatch):
-    from training import train_head as module
+    from ares_rerank.training import TrainingCollapsed
+    from ares_rerank.training import head as module
 
     def collapsed(stage, calibration):
-        raise SystemExit(f"{stage}: collapsed")
+        raise TrainingCollapsed(f"{stage}: collapsed")
 
     monkeypatch.setattr(module, "check_not_collapsed", collapsed)  # a 2-step tiny head may or may not beat the majority
     export = tmp_path / "export"
     mix, args = _tiny_args(tmp_path, tiny_nli_path, max_steps=2, export_dir=str(export))
-    with pytest.raises(SystemExit, match="collapsed"):
+    with pytest.raises(TrainingCollapsed, match="collapsed"):
         module.train_head(mix, args)
     assert (tmp_path / "run" / "head" / "ares_calibration.json").is_file() and not export.exists()
 
@@ -273,7 +274,7 @@ def test_chunked_loss_matches_the_whole_batch_loss_and_gradients(tiny_nli_path):
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from training.train_head import chunked_loss
+    from ares_rerank.training.head import chunked_loss
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_nli_path)
     model = AutoModelForSequenceClassification.from_pretrained(tiny_nli_path).eval()  # no dropout: exact comparison
@@ -301,7 +302,7 @@ def test_chunked_loss_matches_the_whole_batch_loss_and_gradients(tiny_nli_path):
 def test_length_chunks_refuses_a_left_padding_tokenizer(tmp_path, tiny_nli_path):
     import shutil
 
-    from training.train_head import train_head
+    from ares_rerank.training.head import train_head
 
     base = tmp_path / "left-padded"
     shutil.copytree(tiny_nli_path, base)
@@ -313,7 +314,7 @@ def test_length_chunks_refuses_a_left_padding_tokenizer(tmp_path, tiny_nli_path)
 
 
 def test_length_bucket_sampler_covers_every_index_once_in_length_sorted_batches():
-    from training.sampling import LengthBucketSampler, padding_ratio
+    from ares_rerank.training.sampling import LengthBucketSampler, padding_ratio
 
     rng = np.random.default_rng(0)
     lengths = rng.integers(16, 190, size=1003).tolist()
@@ -333,7 +334,7 @@ def test_length_bucket_sampler_covers_every_index_once_in_length_sorted_batches(
 
 
 def test_length_bucket_sampler_with_labels_keeps_each_batch_near_the_label_mix():
-    from training.sampling import LengthBucketSampler, padding_ratio
+    from ares_rerank.training.sampling import LengthBucketSampler, padding_ratio
 
     rng = np.random.default_rng(0)
     labels = (rng.random(2048) < 0.35).astype(int)
@@ -353,8 +354,8 @@ def test_length_bucket_sampler_with_labels_keeps_each_batch_near_the_label_mix()
 
 
 def test_length_bucket_sampler_and_training_args_reject_bad_settings(tmp_path):
-    from training.sampling import LengthBucketSampler
-    from training.train_head import parse_args
+    from ares_rerank.training.sampling import LengthBucketSampler
+    from ares_rerank.training.head import parse_args
 
     with pytest.raises(ValueError, match="bucket_batches=0"):
         LengthBucketSampler([3, 4], batch_size=2, bucket_batches=0)
@@ -375,7 +376,9 @@ def test_length_bucket_sampler_and_training_args_reject_bad_settings(tmp_path):
 
 @pytest.mark.slow
 def test_default_head_recipe_runs_both_stages_in_one_command(tmp_path, tiny_nli_path, monkeypatch):
-    from training import train_default_head, train_head
+    from ares_rerank.training import TrainingCollapsed
+    from ares_rerank.training import head as train_head
+    from training import train_default_head
 
     common = (f"base_model: {tiny_nli_path}\nnum_chains: 24\nmax_steps: 2\nper_device_train_batch_size: 8\n"
               "eval_steps: 2\nsave_steps: 2\nmax_length: 256\nlora_target_modules: [query, value]\n"
@@ -399,18 +402,20 @@ def test_default_head_recipe_runs_both_stages_in_one_command(tmp_path, tiny_nli_
     assert (runs / "default_head" / "head" / "ares_calibration.json").is_file()
 
     def collapsed(stage, calibration):
-        raise SystemExit(f"{stage}: collapsed")
+        raise TrainingCollapsed(f"{stage}: collapsed")
 
     monkeypatch.setattr(train_head, "check_not_collapsed", collapsed)  # stage 2's head fails before it is exported
-    with pytest.raises(SystemExit, match="collapsed"):
+    with pytest.raises(TrainingCollapsed, match="collapsed"):
         train_default_head.main(["--runs_dir", str(tmp_path / "runs2"), "--export_dir", str(tmp_path / "export2")])
     assert (tmp_path / "runs2" / "default_head" / "head").is_dir() and not (tmp_path / "export2").exists()
 
 
 def test_default_head_recipe_stops_when_a_stage_collapsed():
-    from training.train_head import check_not_collapsed
+    from ares_rerank.training.head import check_not_collapsed
 
     splits = {"training": {"splits": {"test": {"pairs": 200, "entailed": 70}}}}
     check_not_collapsed("stage1", {"test": {"accuracy": 0.90}, **splits})
-    with pytest.raises(SystemExit, match="stage1: held-out accuracy 0.650 .* majority class \\(0.650\\)"):
+    from ares_rerank.training import TrainingCollapsed
+
+    with pytest.raises(TrainingCollapsed, match="stage1: held-out accuracy 0.650 .* majority class \\(0.650\\)"):
         check_not_collapsed("stage1", {"test": {"accuracy": 0.65}, **splits})

@@ -27,6 +27,7 @@ __all__ = [
     "tiny_bert_classifier",
     "tiny_qwen2_causal_lm",
     "tiny_qwen2_token_classifier",
+    "tiny_remote_code_prm",
 ]
 
 STEP_TAG = "<extra_0>"
@@ -156,3 +157,44 @@ def tiny_bert_classifier(
         label2id={v: k for k, v in id2label.items()},
     )
     return _save(BertForSequenceClassification(config), tokenizer, path)
+
+
+REMOTE_PRM_MODELING = '''
+import torch
+from transformers import Qwen2Config, Qwen2Model, Qwen2PreTrainedModel
+from transformers.modeling_outputs import TokenClassifierOutput
+
+
+class TinyPRMConfig(Qwen2Config):
+    model_type = "tiny_prm"
+
+
+class TinyQwen2ForProcessRewardModel(Qwen2PreTrainedModel):
+    config_class = TinyPRMConfig
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = Qwen2Model(config)
+        self.score = torch.nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, **kwargs):
+        hidden = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return TokenClassifierOutput(logits=self.score(hidden))
+'''
+
+
+def tiny_remote_code_prm(path: str | Path, seed: int = 0) -> Path:
+    """:func:`tiny_qwen2_token_classifier` shipped as remote code, the way Qwen2.5-Math-PRM is: its own modeling file,
+    ``model_type`` unknown to transformers, and an ``auto_map`` with ``AutoModel`` only (needs ``trust_remote_code``).
+    """
+    import json
+
+    path = tiny_qwen2_token_classifier(path, seed=seed)
+    (path / "modeling_tiny_prm.py").write_text(REMOTE_PRM_MODELING)
+    config = json.loads((path / "config.json").read_text())
+    config.update(model_type="tiny_prm", architectures=["TinyQwen2ForProcessRewardModel"],
+                  auto_map={"AutoConfig": "modeling_tiny_prm.TinyPRMConfig",
+                            "AutoModel": "modeling_tiny_prm.TinyQwen2ForProcessRewardModel"})
+    (path / "config.json").write_text(json.dumps(config))
+    return path

@@ -5,7 +5,7 @@
 
 Every set uses generator indices ``0 .. n-1`` (the paper's "first N examples"); the training mix starts at index
 one million, so none of these chains, nor their names / templates where held out, was trained on. Macro-F1 follows
-the spec's protocol (:func:`eval.protocol.cross_validate`: 5-fold CV threshold over chains). ARES runs with
+the spec's protocol (:func:`ares_rerank.evaluation.protocol.cross_validate`: 5-fold CV threshold over chains). ARES runs with
 ``prior=1.0`` in ``auto`` mode (exact, falling back to sampling when pruning would exceed eps). The head's window
 policy statistics are reported per set (ClaimTrees-25 and up go through it when premises do not fit).
 """
@@ -23,7 +23,7 @@ from ares_rerank.chain import Chain
 from ares_rerank.data import load_claimtrees, load_recipes
 from ares_rerank.estimator import AresConfig
 from ares_rerank.scoring import score_chains
-from training.mix import HELDOUT_TEMPLATES, TRAIN_LENGTHS
+from ares_rerank.training.mix import HELDOUT_TEMPLATES, TRAIN_LENGTHS
 
 
 __all__ = ["EVAL_SETS", "evaluate_head", "main"]
@@ -51,7 +51,7 @@ DEFAULT_N = {"claimtrees-30": 50, "claimtrees-50": 50, "recipes": 50}
 
 
 def _set_result(chains: list[Chain], backbone: Any, config: AresConfig) -> dict[str, Any]:
-    from eval.protocol import cross_validate
+    from ares_rerank.evaluation.protocol import cross_validate
 
     labels = [list(c.labels) for c in chains]
     out: dict[str, Any] = {"num_chains": len(chains), "num_steps": sum(len(y) for y in labels)}

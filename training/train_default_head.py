@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from training.train_head import check_not_collapsed, parse_args, train_head
+from ares_rerank.training import check_not_collapsed, parse_args, train_head
 
 
 __all__ = ["STAGES", "check_not_collapsed", "main"]
@@ -31,7 +31,7 @@ STAGES = (("stage1", CONFIGS / "default_head_stage1.yaml"), ("stage2", CONFIGS /
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training.train_default_head", description=__doc__.split("\n")[0])
     parser.add_argument("--runs_dir", default="runs", help="Where both stages write checkpoints, logs and heads.")
-    parser.add_argument("--export_dir", default="ares_rerank/default_head",
+    parser.add_argument("--export_dir", default=str(Path(__file__).resolve().parents[1] / "ares_rerank" / "default_head"),
                         help="Where the final head is written ('' = nowhere; the default replaces the shipped head).")
     args = parser.parse_args(argv)
 
@@ -41,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "stage1": ["--output_dir", str(stage1_out), "--export_dir", ""],
         # train_head exports only a head that passed its collapse check
         "stage2": ["--output_dir", str(stage2_out), "--init_adapter", str(stage1_out / "head"),
-                   "--export_dir", args.export_dir],
+                   "--export_dir", args.export_dir, "--overwrite_default_head", "true"],
     }
     seconds, start = {}, time.time()
     for name, config in STAGES:

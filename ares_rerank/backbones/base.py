@@ -2,6 +2,9 @@
 
 A backbone answers a batch of entailment questions: given premise lists and hypotheses, the probability that each
 premise list entails its hypothesis. Everything else (masking, sampling, aggregation) lives in the estimator.
+
+Callers that collect many pairs for one call (the estimator's waves, the baselines) gather them in a
+:class:`PairBatch`, which asks each distinct pair once and says where each request's answer lies.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 
-__all__ = ["Backbone", "ChainBackbone", "FunctionBackbone", "accepts_num_base", "call_backbone"]
+__all__ = ["Backbone", "ChainBackbone", "FunctionBackbone", "PairBatch", "accepts_num_base", "call_backbone"]
 
 
 @runtime_checkable
@@ -110,3 +113,55 @@ def call_backbone(
             "must be finite and in [0, 1]; apply a sigmoid/softmax to logits before returning."
         )
     return values
+
+
+class PairBatch:
+    """Distinct (premises, hypothesis) pairs for ONE backbone call, and where each request's answer lies.
+
+    Each :meth:`add` returns the index of its pair's value in what :meth:`call` returns; a pair added again
+    (identical text, e.g. the same step under the same premises in two candidate chains) gets the first one's index,
+    so it is asked once.
+
+    Example:
+        >>> batch = PairBatch()
+        >>> a, b, c = batch.add(["x"], "y", 1), batch.add(["z"], "y", 1), batch.add(["x"], "y", 1)
+        >>> (a, b, c, len(batch))
+        (0, 1, 0, 2)
+        >>> batch.call(FunctionBackbone(lambda P, H: [0.5] * len(H))).tolist()
+        [0.5, 0.5]
+    """
+
+    def __init__(self) -> None:
+        self.premises: list[list[str]] = []
+        self.hypotheses: list[str] = []
+        self.num_base: list[int] = []  # how many of each premise list are base claims (PRMs render them apart)
+        self._index: dict[Any, int] = {}
+
+    def add(self, premises: Sequence[str], hypothesis: str, num_base: int, key: Any = None) -> int:
+        """Add one pair (unless an equal one is in) and return its index.
+
+        Args:
+            premises: The claims sent to the backbone, in chain order.
+            hypothesis: The judged step.
+            num_base: How many of ``premises`` are base claims.
+            key: What makes two pairs equal; default ``(premises, hypothesis, num_base)``. A caller that knows the
+                backbone reads only part of the premises (its premise selection) passes that part, so pairs that
+                differ only in unread premises are asked once (with the first one's premises).
+
+        Returns:
+            The index of the pair's value in :meth:`call`'s result.
+        """
+        key = (tuple(premises), hypothesis, num_base) if key is None else key
+        if key not in self._index:
+            self._index[key] = len(self.hypotheses)
+            self.premises.append(list(premises))
+            self.hypotheses.append(hypothesis)
+            self.num_base.append(int(num_base))
+        return self._index[key]
+
+    def __len__(self) -> int:
+        return len(self.hypotheses)
+
+    def call(self, backbone: Backbone) -> np.ndarray:
+        """One :func:`call_backbone` over every distinct pair: ``(len(self),)`` checked probabilities."""
+        return call_backbone(backbone, self.premises, self.hypotheses, self.num_base)

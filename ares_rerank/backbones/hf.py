@@ -1,10 +1,10 @@
-"""Shared machinery of the Hugging Face backbones: loading, device / dtype, window policy, cache, batching.
+"""Shared machinery of the Hugging Face backbones: window policy, cache, batching, and their public encode API.
 
 Every backbone here follows one path per ``entailment_probs`` call:
 
 1. **premise selection** (a :mod:`~ares_rerank.backbones.selection` stage, default ``"all"``);
 2. **cache lookup** keyed by (selected premises, their roles, hypothesis): a pair seen before, in this call or an
-   earlier one, is never recomputed (LRU, ``cache_size`` entries);
+   earlier one, is never recomputed (LRU, ``cache_size`` entries; :mod:`~ares_rerank.backbones.cache`);
 3. **rendering** into token ids under the **window policy**: the hypothesis is never cut; when the premises do not
    fit the model's window, they are ranked by lexical relevance to the hypothesis
    (:func:`~ares_rerank.backbones.selection.relevance_scores`) and kept most relevant first, in their original order,
@@ -12,85 +12,37 @@ Every backbone here follows one path per ``entailment_probs`` call:
 4. **length-sorted batches with dynamic padding** (each batch padded to its own longest item), one forward pass per
    batch under ``torch.inference_mode``.
 
-Loading (device / dtype selection, adapters, calibration) lives in :mod:`~ares_rerank.backbones.loading`. Torch and
+Steps 1 and 3 for one pair are :meth:`HFBackbone.encode_pair` (what training tokenizes, so a head trains on exactly
+the inputs it is scored on); step 4 is :meth:`HFBackbone.score_encoded`, built on :meth:`HFBackbone.pad`.
+
+Loading (device / dtype selection, adapters, calibration) lives in :mod:`~ares_rerank.backbones.hub`. Torch and
 transformers are imported inside the functions that need them, so ``import ares_rerank`` stays light.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Hashable, Sequence
+from typing import Any, Sequence
 
-from .selection import PremiseSelector, apply_selector, fit_indices, get_selector
+from .cache import LRUCache, PairKey, ScoringStats, cached_values, pair_keys
+from .hub import load_model_and_tokenizer
+from .selection import PremiseSelector, fit_indices, get_selector
 
 
 __all__ = [
+    "MARKER",
     "HFBackbone",
-    "LRUCache",
-    "ScoringStats",
     "clean_claim",
     "encode_with_markers",
+    "model_window",
     "single_token_id",
+    "softmax_pick",
     "special_prefix",
+    "wants_chat_template",
 ]
 
 # Claims may not contain this private-use character: rendering uses it to mark where special tokens go.
 MARKER = "\ue000"
-
-
-@dataclass
-class ScoringStats:
-    """Counters of one backbone's work since creation (or :meth:`HFBackbone.reset_stats`).
-
-    Attributes:
-        forward_passes: Model forward calls (one per batch).
-        pairs_computed: (premises, hypothesis) items that went through the model.
-        cache_hits: Items answered from the cache (or by a duplicate in the same call).
-        pairs_windowed: Items whose premises did not fit the window, so the window policy dropped some.
-        premises_dropped: Premises dropped by the window policy, summed over items.
-    """
-
-    forward_passes: int = 0
-    pairs_computed: int = 0
-    cache_hits: int = 0
-    pairs_windowed: int = 0
-    premises_dropped: int = 0
-    hypotheses_truncated: int = 0
-
-
-class LRUCache:
-    """A bounded mapping that forgets the least recently used entry first."""
-
-    def __init__(self, maxsize: int) -> None:
-        if not isinstance(maxsize, int) or isinstance(maxsize, bool) or maxsize < 0:
-            raise ValueError(f"cache_size={maxsize!r} must be a non-negative integer (0 disables the cache).")
-        self.maxsize = maxsize
-        self._data: OrderedDict[Hashable, Any] = OrderedDict()
-
-    def get(self, key: Hashable, default: Any = None) -> Any:
-        if key not in self._data:
-            return default
-        self._data.move_to_end(key)
-        return self._data[key]
-
-    def put(self, key: Hashable, value: Any) -> None:
-        if self.maxsize == 0:
-            return
-        self._data[key] = value
-        self._data.move_to_end(key)
-        while len(self._data) > self.maxsize:
-            self._data.popitem(last=False)
-
-    def __contains__(self, key: Hashable) -> bool:
-        return key in self._data
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def clear(self) -> None:
-        self._data.clear()
 
 
 def encode_with_markers(tokenizer: Any, text: str, marker_ids: Sequence[int]) -> tuple[list[int], list[int]]:
@@ -142,7 +94,13 @@ class HFBackbone:
     """Base of the Hugging Face backbones: selection, cache, window policy, batching. Subclasses render and score.
 
     Subclasses implement ``_render(claims, roles, hypothesis, kept) -> item`` (a dict with ``input_ids``) and
-    ``_score_batch(items) -> list[float]`` (one forward pass).
+    ``_score_batch(items) -> list`` (one forward pass); a backbone that renders base claims and earlier steps apart
+    also overrides ``_roles``.
+
+    Public API beyond the backbone protocol, for training and benchmarks that must build the very inputs inference
+    builds: :meth:`encode_pair` (one pair, selection and window policy included), :meth:`pad` (items -> a padded
+    batch of tensors), :meth:`score_encoded` (items -> one value each, in length-sorted batches) and
+    :attr:`input_keys` (the item keys the model takes).
 
     Args:
         model: A loaded transformers model (eval mode, on its device).
@@ -155,6 +113,10 @@ class HFBackbone:
             text without being asked) or ``"truncate"`` (keep its first tokens that fit, with no premises; counted
             in ``stats.hypotheses_truncated``; for benchmarks with a few degenerate steps).
     """
+
+    auto_class = "AutoModel"  # the transformers Auto class that from_pretrained loads subclasses with
+    #: The keys of an encoded item that are model inputs (others, such as a PRM's ``tags``, are bookkeeping).
+    input_keys: Sequence[str] = ("input_ids",)
 
     def __init__(
         self,
@@ -183,8 +145,6 @@ class HFBackbone:
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad_id = int(pad) if pad is not None else 0
 
-    auto_class = "AutoModel"  # the transformers Auto class that from_pretrained loads subclasses with
-
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, *, device: Any = "auto", dtype: Any = "auto",
                         adapter: str | Path | None = None, base_model: str | Path | None = None,
@@ -194,8 +154,6 @@ class HFBackbone:
 
         ``trust_remote_code`` is opt-in: it runs the checkpoint's own Python code.
         """
-        from .loading import load_model_and_tokenizer
-
         model, tokenizer, _ = load_model_and_tokenizer(
             name_or_path, cls.auto_class, device=device, dtype=dtype, adapter=adapter,
             base_model=base_model, trust_remote_code=trust_remote_code, model_kwargs=model_kwargs,
@@ -214,41 +172,88 @@ class HFBackbone:
     # -- the protocol ---------------------------------------------------------------------------------------------
     def entailment_probs(self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str]) -> list[float]:
         """One probability per (premises[i], hypotheses[i]); see the module docstring for the steps taken."""
-        return self._probs(premises, hypotheses, [None] * len(hypotheses))
+        return self._probs(premises, hypotheses)
 
     def _probs(
-        self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str], roles: Sequence[Sequence[str] | None]
+        self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str], num_base: Sequence[int] | None = None
     ) -> list[float]:
-        if len(premises) != len(hypotheses):
-            raise ValueError(
-                f"entailment_probs got {len(premises)} premise lists for {len(hypotheses)} hypotheses: pass one "
-                "premise list per hypothesis."
-            )
-        keys, todo = [], {}
-        for claims, claim_roles, hypothesis in zip(premises, roles, hypotheses):
-            claims = [str(c) for c in claims]
-            kept = apply_selector(self.selector, claims, str(hypothesis))
-            key = (tuple(claims[i] for i in kept), None if claim_roles is None else tuple(claim_roles[i] for i in kept),
-                   str(hypothesis))
-            keys.append(key)
-            if key in self.cache or key in todo:
-                self.stats.cache_hits += 1
-            else:
-                todo[key] = None
-        fresh = self._compute(list(todo))
-        results = {key: self.cache.get(key) for key in keys if key not in fresh}
-        results.update(fresh)
-        for key, value in fresh.items():
-            self.cache.put(key, value)
-        return [float(results[key]) for key in keys]
+        keys = pair_keys(self.selector, premises, hypotheses, self._roles(premises, num_base))
+        return [float(v) for v in cached_values(self.cache, self.stats, keys, self._compute)]
 
-    def _compute(self, keys: list[tuple]) -> dict[tuple, float]:
-        items = [self._fit(list(claims), roles, hypothesis) for claims, roles, hypothesis in keys]
-        values = self._run(items)
-        return dict(zip(keys, values))
+    def _roles(
+        self, premises: Sequence[Sequence[str]], num_base: Sequence[int] | None
+    ) -> list[tuple[str, ...] | None]:
+        """Per pair, the role of each premise; ``None``: this backbone renders every premise alike."""
+        return [None] * len(premises)
 
-    def _run(self, items: list[dict[str, Any]]) -> list[Any]:
-        """Score items in length-sorted batches; each batch is padded to its own longest item."""
+    def _compute(self, keys: list[PairKey]) -> list[Any]:
+        return self.score_encoded([self._encode_key(key) for key in keys])
+
+    def _encode_key(self, key: PairKey) -> dict[str, Any]:
+        """The model input of one cache key (premises already selected), under the window policy."""
+        claims, roles, hypothesis = key
+        return self._fit(list(claims), roles, hypothesis)
+
+    # -- public encode / batch API ---------------------------------------------------------------------------------
+    def encode_pair(
+        self, premises: Sequence[str], hypothesis: str, num_base: int | None = None
+    ) -> dict[str, Any]:
+        """One model input exactly as :meth:`entailment_probs` builds it: premise selection, rendering, window policy.
+
+        Training tokenizes its pairs with this, so a head is trained on the inputs it is later scored on.
+
+        Args:
+            premises: The included claims, in chain order.
+            hypothesis: The judged step.
+            num_base: How many of ``premises`` are base claims; read by backbones that render base claims and
+                earlier steps apart (the PRMs), ignored by the others.
+
+        Returns:
+            A dict with ``input_ids`` (and the kind's other keys: ``token_type_ids`` for a sentence-pair encoder,
+            ``tags`` for a PRM); plain lists, unpadded. A drop by the window policy is counted in ``stats``.
+        """
+        roles = self._roles([premises], None if num_base is None else [num_base])
+        return self._encode_key(pair_keys(self.selector, [premises], [hypothesis], roles)[0])
+
+    def pad(self, items: Sequence[dict[str, Any]], keys: Sequence[str] | None = None) -> dict[str, Any]:
+        """Right-pad encoded items into one batch of tensors on the model's device.
+
+        Args:
+            items: Encoded items (from :meth:`encode_pair`), at least one.
+            keys: The item keys to pad (``input_ids`` with the pad token, others with 0); default: the
+                :attr:`input_keys` present in the first item.
+
+        Returns:
+            ``{key: LongTensor (batch, longest item)}`` for each key, plus ``attention_mask``: ready for
+            ``model(**batch)``.
+        """
+        import torch
+
+        if not items:
+            raise ValueError("pad(items=[]) got no items: pass at least one encoded item (from encode_pair).")
+        if keys is None:
+            keys = [k for k in self.input_keys if k in items[0]]
+        width = max(len(item["input_ids"]) for item in items)
+        batch: dict[str, Any] = {}
+        for key in keys:
+            fill = self.pad_id if key == "input_ids" else 0
+            rows = [list(item[key]) + [fill] * (width - len(item[key])) for item in items]
+            batch[key] = torch.tensor(rows, dtype=torch.long, device=self.device)
+        mask = [[1] * len(item["input_ids"]) + [0] * (width - len(item["input_ids"])) for item in items]
+        batch["attention_mask"] = torch.tensor(mask, dtype=torch.long, device=self.device)
+        return batch
+
+    def score_encoded(self, items: Sequence[dict[str, Any]]) -> list[Any]:
+        """Score encoded items in length-sorted batches of ``batch_size``, each padded to its own longest item.
+
+        No cache: every item goes through the model (counted in ``stats``).
+
+        Args:
+            items: Encoded items (from :meth:`encode_pair`).
+
+        Returns:
+            One value per item, in order: the entailment probability (a PRM scoring a whole chain: one per step).
+        """
         import torch
 
         order = sorted(range(len(items)), key=lambda i: len(items[i]["input_ids"]))
@@ -262,20 +267,6 @@ class HFBackbone:
                 for i, value in zip(chunk, values):
                     out[i] = value
         return out
-
-    def _pad(self, items: list[dict[str, Any]], keys: Sequence[str] = ("input_ids",)) -> dict[str, Any]:
-        """Right-pad ``keys`` of the items into tensors on the model's device, plus ``attention_mask``."""
-        import torch
-
-        width = max(len(item["input_ids"]) for item in items)
-        batch: dict[str, Any] = {}
-        for key in keys:
-            fill = self.pad_id if key == "input_ids" else 0
-            rows = [list(item[key]) + [fill] * (width - len(item[key])) for item in items]
-            batch[key] = torch.tensor(rows, dtype=torch.long, device=self.device)
-        mask = [[1] * len(item["input_ids"]) + [0] * (width - len(item["input_ids"])) for item in items]
-        batch["attention_mask"] = torch.tensor(mask, dtype=torch.long, device=self.device)
-        return batch
 
     # -- the window policy ---------------------------------------------------------------------------------------
     def _claim_length(self, claim: str) -> int:
@@ -367,6 +358,18 @@ def special_prefix(tokenizer: Any) -> list[int]:
         if full[start : start + len(plain)] == plain:
             return full[:start]
     return []
+
+
+def wants_chat_template(tokenizer: Any, use_chat_template: bool | None) -> bool:
+    """Whether to render with the tokenizer's chat template: ``None`` = when it has one, ``False`` = never.
+
+    Raises:
+        ValueError: ``use_chat_template=True`` but the tokenizer (or ``None``) has no chat template.
+    """
+    has_template = bool(getattr(tokenizer, "chat_template", None))
+    if use_chat_template and not has_template:
+        raise ValueError("use_chat_template=True but the tokenizer has no chat_template: pass use_chat_template=None.")
+    return has_template and use_chat_template is not False
 
 
 def clean_claim(text: str, forbidden: Sequence[str]) -> str:

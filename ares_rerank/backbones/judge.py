@@ -7,6 +7,10 @@ is scored as a continuation of the prompt (sum of its token log-probabilities), 
 seven labels, and the result is the expected value of the mapped numbers. Both modes are one mechanism: answer
 options with values, ``score = sum_i P(option_i) * value_i`` with ``P`` normalised over the options. When every
 option is a single token this is one pass over the prompt; otherwise one pass per (prompt, option).
+
+:class:`JudgeBase` holds what this judge shares with the served
+:class:`~ares_rerank.backbones.openai_judge.OpenAIJudge`: the pair prompt (:meth:`JudgeBase.render`) and the
+LLM-Judge whole-chain baseline (:meth:`JudgeBase.chain_step_probs`: one greedy generation rating every step).
 """
 
 from __future__ import annotations
@@ -15,10 +19,22 @@ import math
 import re
 from typing import Any, Sequence
 
-from .hf import HFBackbone, special_prefix
+from .cache import LRUCache, ScoringStats, cached_value
+from .hf import HFBackbone, special_prefix, wants_chat_template
 
 
-__all__ = ["JUDGE_PROMPT", "LIKERT_OPTIONS", "LLMJudge", "parse_step_ratings"]
+__all__ = [
+    "CHAIN_PROMPT",
+    "JUDGE_PROMPT",
+    "LIKERT_OPTIONS",
+    "NO_CONTEXT",
+    "PLAIN_SUFFIX",
+    "JudgeBase",
+    "LLMJudge",
+    "check_missing_rating",
+    "numbered_steps",
+    "parse_step_ratings",
+]
 
 JUDGE_PROMPT = (
     "Context:\n{context}\n\nHypothesis:\n{hypothesis}\n\n"
@@ -43,6 +59,8 @@ LIKERT_OPTIONS: dict[str, float] = {
     "Very Unlikely": 0.0,
 }
 NO_CONTEXT = "(none)"
+# Ends the plain-text prompt (no chat template), local or served: the answer is the next token.
+PLAIN_SUFFIX = "\nAnswer:"
 
 
 def parse_step_ratings(text: str, num_steps: int, options: dict[str, float] | None = None) -> list[float | None]:
@@ -66,7 +84,73 @@ def parse_step_ratings(text: str, num_steps: int, options: dict[str, float] | No
     return ratings
 
 
-class LLMJudge(HFBackbone):
+class JudgeBase:
+    """What the local and the served LLM judge share: the pair prompt and the LLM-Judge whole-chain baseline.
+
+    A subclass sets ``prompt``, ``likert_options``, ``cache`` (:class:`~ares_rerank.backbones.cache.LRUCache`),
+    ``stats``, ``max_new_tokens``, ``missing_rating`` and ``last_ratings``, and implements ``_generate``: where
+    the model runs (:class:`LLMJudge`: locally, dropping base claims that do not fit its window;
+    :class:`~ares_rerank.backbones.openai_judge.OpenAIJudge`: one request to the server).
+    """
+
+    prompt: str
+    likert_options: dict[str, float]
+    cache: LRUCache
+    stats: ScoringStats
+    max_new_tokens: int | None
+    missing_rating: float | None
+    last_ratings: list[float | None]
+
+    def render(self, premises: Sequence[str], hypothesis: str) -> str:
+        """The user text for one (premises, hypothesis) pair, before any chat template."""
+        context = "\n".join(premises) or NO_CONTEXT
+        return self.prompt.format(context=context, hypothesis=hypothesis, labels=", ".join(self.likert_options))
+
+    def render_chain(self, base_claims: Sequence[str], steps: Sequence[str]) -> str:
+        """The user text asking the judge to rate every step of a chain (:data:`CHAIN_PROMPT`)."""
+        return CHAIN_PROMPT.format(context="\n".join(base_claims) or NO_CONTEXT, steps=numbered_steps(steps),
+                                   labels=", ".join(self.likert_options))
+
+    def chain_step_probs(self, base_claims: Sequence[str], steps: Sequence[str]) -> list[float]:
+        """LLM-Judge: one greedy generation rating every step; ratings parsed by step number (cached per chain).
+
+        A step the answer does not rate gets ``missing_rating`` (0.5 by default; ``None`` -> ValueError); the ratings
+        of the last generated answer are in ``self.last_ratings`` (``None`` for an unrated step). Extra or
+        out-of-range lines are ignored. The generation budget is ``max_new_tokens``, default 12 per step + 16.
+        """
+        key = ("judge-chain", tuple(base_claims), tuple(steps))
+        return list(cached_value(self.cache, self.stats, key, lambda: self._rate_chain(base_claims, steps)))
+
+    def _rate_chain(self, base_claims: Sequence[str], steps: Sequence[str]) -> tuple[float, ...]:
+        budget = self.max_new_tokens or 12 * len(steps) + 16
+        answer = self._generate([str(c) for c in base_claims], [str(s) for s in steps], budget)
+        self.last_ratings = parse_step_ratings(answer, len(steps), self.likert_options)
+        missing = [i + 1 for i, r in enumerate(self.last_ratings) if r is None]
+        if missing and self.missing_rating is None:
+            raise ValueError(
+                f"the judge rated {len(steps) - len(missing)} of {len(steps)} steps (missing: {missing}) in "
+                f"{answer[:200]!r}: set missing_rating=0.5 to score unrated steps as neutral, or raise max_new_tokens."
+            )
+        return tuple(float(self.missing_rating if r is None else r) for r in self.last_ratings)
+
+    def _generate(self, base_claims: list[str], steps: list[str], max_new_tokens: int) -> str:
+        """The model's greedy answer (at most ``max_new_tokens``) to :meth:`render_chain`'s prompt."""
+        raise NotImplementedError
+
+
+def numbered_steps(steps: Sequence[str]) -> str:
+    """``"Step 1: ...\\nStep 2: ..."``: the steps as the chain prompt lists them."""
+    return "\n".join(f"Step {i + 1}: {s}" for i, s in enumerate(steps))
+
+
+def check_missing_rating(missing_rating: float | None) -> float | None:
+    """``missing_rating`` if it is a number in [0, 1] or ``None``, else a ValueError saying so."""
+    if missing_rating is not None and not (isinstance(missing_rating, (int, float)) and 0 <= missing_rating <= 1):
+        raise ValueError(f"missing_rating={missing_rating!r} must be a number in [0, 1] (e.g. 0.5) or None (raise).")
+    return missing_rating
+
+
+class LLMJudge(JudgeBase, HFBackbone):
     """A causal LM answering "does the context entail the hypothesis?" as an ARES backbone.
 
     Args:
@@ -102,12 +186,7 @@ class LLMJudge(HFBackbone):
         super().__init__(model, tokenizer, **kwargs)
         if mode not in ("yes-no", "likert"):
             raise ValueError(f"mode={mode!r} is not supported: use 'yes-no' or 'likert'.")
-        has_template = bool(getattr(tokenizer, "chat_template", None))
-        if use_chat_template and not has_template:
-            raise ValueError(
-                "use_chat_template=True but the tokenizer has no chat_template: pass use_chat_template=None."
-            )
-        self.chat = has_template and use_chat_template is not False
+        self.chat = wants_chat_template(tokenizer, use_chat_template)
         self.mode = mode
         self.system_prompt = system_prompt
         self.likert_options = dict(likert_options or LIKERT_OPTIONS)
@@ -120,11 +199,7 @@ class LLMJudge(HFBackbone):
             yes, no = answer_tokens or (space + "Yes", space + "No")
             options = {yes: 1.0, no: 0.0}
         self.options = self._encode_options(options)
-        if missing_rating is not None and not (isinstance(missing_rating, (int, float)) and 0 <= missing_rating <= 1):
-            raise ValueError(
-                f"missing_rating={missing_rating!r} must be a number in [0, 1] (e.g. 0.5) or None (raise)."
-            )
-        self.missing_rating = missing_rating
+        self.missing_rating = check_missing_rating(missing_rating)
         self.max_new_tokens = max_new_tokens
         self.last_ratings: list[float | None] = []
 
@@ -148,33 +223,32 @@ class LLMJudge(HFBackbone):
     # -- rendering ---------------------------------------------------------------------------------------------------
     def _prompt_ids(self, user_text: str) -> list[int]:
         if not self.chat:
-            ids = self.tokenizer.encode(user_text + "\nAnswer:", add_special_tokens=False, verbose=False)
+            ids = self.tokenizer.encode(user_text + PLAIN_SUFFIX, add_special_tokens=False, verbose=False)
             return special_prefix(self.tokenizer) + ids
         messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         messages.append({"role": "user", "content": user_text})
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return self.tokenizer.encode(text, add_special_tokens=False, verbose=False)
 
-    def render(self, premises: Sequence[str], hypothesis: str) -> str:
-        """The user text for one (premises, hypothesis) pair, before any chat template."""
-        context = "\n".join(premises) or NO_CONTEXT
-        return self.prompt.format(context=context, hypothesis=hypothesis, labels=", ".join(self.likert_options))
-
     def _render(self, claims: list[str], roles: tuple | None, hypothesis: str, kept: list[int]) -> dict[str, Any]:
         return {"input_ids": self._prompt_ids(self.render([claims[i] for i in kept], hypothesis))}
 
-    def _compute(self, keys: list[tuple]) -> dict[tuple, float]:
+    def _encode_key(self, key: tuple) -> dict[str, Any]:
+        claims, roles, hypothesis = key
         reserve = max(len(ids) for ids, _ in self.options)  # room for the longest answer
-        items = [self._fit(list(claims), roles, hypothesis, reserve=reserve) for claims, roles, hypothesis in keys]
+        return self._fit(list(claims), roles, hypothesis, reserve=reserve)
+
+    def _compute(self, keys: list[tuple]) -> list[float]:
+        items = [self._encode_key(key) for key in keys]
         if all(len(ids) == 1 for ids, _ in self.options):
-            return dict(zip(keys, self._run(items)))
+            return self.score_encoded(items)
         # Multi-token options: one sequence per (item, option); log P(option | prompt) summed over its tokens.
         sequences = [
             {"input_ids": item["input_ids"] + ids, "answer": len(ids)} for item in items for ids, _ in self.options
         ]
-        logps = self._run(sequences)
+        logps = self.score_encoded(sequences)
         k = len(self.options)
-        return {key: self._expected(logps[i * k : (i + 1) * k]) for i, key in enumerate(keys)}
+        return [self._expected(logps[i * k : (i + 1) * k]) for i in range(len(keys))]
 
     def _expected(self, logps: Sequence[float]) -> float:
         top = max(logps)
@@ -184,7 +258,7 @@ class LLMJudge(HFBackbone):
     def _score_batch(self, items: list[dict[str, Any]]) -> list[float]:
         import torch
 
-        batch = self._pad(items)
+        batch = self.pad(items)
         logits = self.model(**batch).logits.float()  # (batch, seq, vocab)
         logp = torch.log_softmax(logits, dim=-1)
         lengths = batch["attention_mask"].sum(dim=1)  # right padding: real tokens come first
@@ -199,45 +273,21 @@ class LLMJudge(HFBackbone):
                 out.append(self._expected([float(logp[b, n - 1, ids[0]]) for ids, _ in self.options]))
         return out
 
-    # -- LLM-Judge whole-chain baseline ------------------------------------------------------------------------------
-    def chain_step_probs(self, base_claims: Sequence[str], steps: Sequence[str]) -> list[float]:
-        """LLM-Judge: one greedy generation rating every step; ratings parsed by step number.
-
-        A step the answer does not rate gets ``missing_rating`` (0.5 by default; ``None`` -> ValueError); the number
-        of unrated steps of the last call is in ``self.last_ratings`` (``None`` entries). Extra or out-of-range lines
-        are ignored. Base claims that do not fit the window are dropped least relevant first; steps are never cut.
-        """
+    # -- LLM-Judge whole-chain baseline (JudgeBase.chain_step_probs) ------------------------------------------------
+    def _generate(self, base_claims: list[str], steps: list[str], max_new_tokens: int) -> str:
+        """Greedy generation on the chain prompt; base claims that do not fit the window are dropped least relevant
+        first, and the steps are never cut."""
         import torch
 
-        key = ("judge-chain", tuple(base_claims), tuple(steps))
-        cached = self.cache.get(key)
-        if cached is not None:
-            self.stats.cache_hits += 1
-            return list(cached)
-        budget = self.max_new_tokens or 12 * len(steps) + 16
-        numbered = "\n".join(f"Step {i + 1}: {s}" for i, s in enumerate(steps))
-        labels = ", ".join(self.likert_options)
-
         def render_chain(claims: list[str], roles: Any, hypothesis: str, kept: list[int]) -> dict[str, Any]:
-            context = "\n".join(claims[i] for i in kept) or NO_CONTEXT
-            return {"input_ids": self._prompt_ids(CHAIN_PROMPT.format(context=context, steps=numbered, labels=labels))}
+            return {"input_ids": self._prompt_ids(self.render_chain([claims[i] for i in kept], steps))}
 
-        item = self._fit([str(c) for c in base_claims], None, numbered, reserve=budget, render=render_chain)
+        item = self._fit(base_claims, None, numbered_steps(steps), reserve=max_new_tokens, render=render_chain)
         ids = torch.tensor([item["input_ids"]], device=self.device)
         with torch.inference_mode():
             generated = self.model.generate(
-                input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=budget, do_sample=False,
+                input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=False,
                 pad_token_id=self.pad_id,
             )
         self.stats.forward_passes += 1
-        answer = self.tokenizer.decode(generated[0, ids.shape[1] :], skip_special_tokens=True)
-        self.last_ratings = parse_step_ratings(answer, len(steps), self.likert_options)
-        missing = [i + 1 for i, r in enumerate(self.last_ratings) if r is None]
-        if missing and self.missing_rating is None:
-            raise ValueError(
-                f"the judge rated {len(steps) - len(missing)} of {len(steps)} steps (missing: {missing}) in "
-                f"{answer[:200]!r}: set missing_rating=0.5 to score unrated steps as neutral, or raise max_new_tokens."
-            )
-        values = [self.missing_rating if r is None else r for r in self.last_ratings]
-        self.cache.put(key, tuple(values))
-        return [float(v) for v in values]
+        return self.tokenizer.decode(generated[0, ids.shape[1] :], skip_special_tokens=True)

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .hf import HFBackbone, softmax_pick
-from .loading import load_model_and_tokenizer
-from .selection import PremiseSelector, apply_selector
+from .hub import load_model_and_tokenizer
+from .selection import PremiseSelector
 
 
 __all__ = ["EntailmentHead", "entailment_index"]
@@ -104,7 +104,8 @@ class EntailmentHead(HFBackbone):
         if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not temperature > 0:
             raise ValueError(f"temperature={temperature!r} must be a positive number (1.0 = uncalibrated).")
         self.temperature = float(temperature)
-        self._input_keys = [k for k in ("input_ids", "token_type_ids") if k in tokenizer.model_input_names]
+        # the sentence-pair encoding's keys this tokenizer produces (BERT: token_type_ids too; RoBERTa: none)
+        self.input_keys = [k for k in ("input_ids", "token_type_ids") if k in tokenizer.model_input_names]
 
     @classmethod
     def from_pretrained(
@@ -207,26 +208,20 @@ class EntailmentHead(HFBackbone):
 
         if len(premises) != len(hypotheses):
             raise ValueError(f"logits got {len(premises)} premise lists for {len(hypotheses)} hypotheses.")
-        items = []
-        for claims, hypothesis in zip(premises, hypotheses):
-            claims = [str(c) for c in claims]
-            kept = apply_selector(self.selector, claims, str(hypothesis))
-            items.append(self._fit([claims[i] for i in kept], None, str(hypothesis)))
+        items = [self.encode_pair(claims, hypothesis) for claims, hypothesis in zip(premises, hypotheses)]
         order = sorted(range(len(items)), key=lambda i: len(items[i]["input_ids"]))
         out = np.zeros((len(items), int(self.model.config.num_labels)), dtype=np.float64)
-        keys = [k for k in self._input_keys if items and k in items[0]]
         with torch.inference_mode():
             for start in range(0, len(order), self.batch_size):
                 chunk = order[start:start + self.batch_size]
-                out[chunk] = self.model(**self._pad([items[i] for i in chunk], keys)).logits.float().cpu().numpy()
+                out[chunk] = self.model(**self.pad([items[i] for i in chunk])).logits.float().cpu().numpy()
         return out
 
     def _render(self, claims: list[str], roles: tuple | None, hypothesis: str, kept: list[int]) -> dict[str, Any]:
         premise = "\n".join(claims[i] for i in kept)
         encoded = self.tokenizer(premise, hypothesis, truncation=False, verbose=False)  # the window policy fits it
-        return {key: encoded[key] for key in self._input_keys if key in encoded}
+        return {key: encoded[key] for key in self.input_keys if key in encoded}
 
     def _score_batch(self, items: list[dict[str, Any]]) -> list[float]:
-        keys = [k for k in self._input_keys if k in items[0]]
-        logits = self.model(**self._pad(items, keys)).logits  # (batch, num_labels)
+        logits = self.model(**self.pad(items)).logits  # (batch, num_labels)
         return softmax_pick(logits, self.label_index, self.temperature)

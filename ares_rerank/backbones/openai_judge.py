@@ -28,20 +28,18 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from .hf import LRUCache, ScoringStats
-from .judge import CHAIN_PROMPT, JUDGE_PROMPT, LIKERT_OPTIONS, NO_CONTEXT, LLMJudge, parse_step_ratings
-from .selection import PremiseSelector, apply_selector, get_selector
+from .cache import LRUCache, ScoringStats, cached_values, pair_keys
+from .judge import JUDGE_PROMPT, LIKERT_OPTIONS, PLAIN_SUFFIX, JudgeBase, check_missing_rating
+from .selection import PremiseSelector, get_selector
 from .served import JsonClient, ServerError, ServerResponseError, map_bounded
 
 
 __all__ = ["OpenAIJudge"]
 
-# The local judge ends its plain-text prompt (no chat template) the same way.
-PLAIN_SUFFIX = "\nAnswer:"
 _ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 
 
-class OpenAIJudge:
+class OpenAIJudge(JudgeBase):
     """An ARES backbone that asks a served LLM "does the context entail the hypothesis?" (see the module doc).
 
     Args:
@@ -62,10 +60,9 @@ class OpenAIJudge:
         extra_body: Extra request fields, e.g. ``{"seed": 0}`` or vLLM's ``{"chat_template_kwargs": {...}}``.
         max_new_tokens, missing_rating: For :meth:`chain_step_probs` (the LLM-Judge baseline), as the local judge.
 
-    ``stats`` counts requests sent (``forward_passes``), pairs computed and cache hits.
+    ``stats`` counts requests sent (``forward_passes``), pairs computed and cache hits. The prompts and the
+    whole-chain baseline are the local judge's (:class:`~ares_rerank.backbones.judge.JudgeBase`).
     """
-
-    render = LLMJudge.render  # the local judge's prompt rendering (reads self.prompt and self.likert_options)
 
     def __init__(
         self,
@@ -115,7 +112,7 @@ class OpenAIJudge:
         self.concurrency = concurrency
         self.extra_body = dict(extra_body or {})
         self.max_new_tokens = max_new_tokens
-        self.missing_rating = missing_rating
+        self.missing_rating = check_missing_rating(missing_rating)
         self.last_ratings: list[float | None] = []
         self._resolved = False
 
@@ -127,31 +124,8 @@ class OpenAIJudge:
     # -- the protocol ---------------------------------------------------------------------------------------------
     def entailment_probs(self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str]) -> list[float]:
         """One probability per (premises[i], hypotheses[i]); distinct pairs are sent once, concurrently."""
-        if len(premises) != len(hypotheses):
-            raise ValueError(
-                f"entailment_probs got {len(premises)} premise lists for {len(hypotheses)} hypotheses: pass one "
-                "premise list per hypothesis."
-            )
-        keys, todo = [], {}
-        for claims, hypothesis in zip(premises, hypotheses):
-            claims = [str(c) for c in claims]
-            kept = apply_selector(self.selector, claims, str(hypothesis))
-            key = (tuple(claims[i] for i in kept), str(hypothesis))
-            keys.append(key)
-            if key in self.cache or key in todo:
-                self.stats.cache_hits += 1
-            else:
-                todo[key] = None
-        if todo:
-            self._resolve()
-        fresh = dict(zip(todo, map_bounded(self._score_pair, list(todo), self.concurrency)))
-        self.stats.forward_passes += len(fresh)
-        self.stats.pairs_computed += len(fresh)
-        results = {key: self.cache.get(key) for key in keys if key not in fresh}
-        results.update(fresh)
-        for key, value in fresh.items():
-            self.cache.put(key, value)
-        return [float(results[key]) for key in keys]
+        keys = pair_keys(self.selector, premises, hypotheses)
+        return [float(v) for v in cached_values(self.cache, self.stats, keys, self._score_pairs)]
 
     def request_for(self, premises: Sequence[str], hypothesis: str) -> tuple[str, dict[str, Any]]:
         """The endpoint path and JSON body sent for one pair (after premise selection), for logging and debugging.
@@ -159,13 +133,21 @@ class OpenAIJudge:
         Contacts the server on first use (model name, answer token ids), as scoring does.
         """
         self._resolve()
-        claims = [str(c) for c in premises]
-        kept = [claims[i] for i in apply_selector(self.selector, claims, str(hypothesis))]
-        return _ENDPOINTS[self.endpoint], self._payload(self.render(kept, str(hypothesis)), max_tokens=1)
+        kept, _, hypothesis = pair_keys(self.selector, [premises], [hypothesis])[0]
+        return _ENDPOINTS[self.endpoint], self._payload(self.render(kept, hypothesis), max_tokens=1)
 
-    # -- one pair -----------------------------------------------------------------------------------------------------
-    def _score_pair(self, key: tuple[tuple[str, ...], str]) -> float:
-        path, payload = _ENDPOINTS[self.endpoint], self._payload(self.render(list(key[0]), key[1]), max_tokens=1)
+    # -- pairs --------------------------------------------------------------------------------------------------------
+    def _score_pairs(self, keys: list[tuple]) -> list[float]:
+        """One request per pair, ``concurrency`` at a time (the cache has already removed repeats)."""
+        self._resolve()
+        values = map_bounded(self._score_pair, keys, self.concurrency)
+        self.stats.forward_passes += len(keys)
+        self.stats.pairs_computed += len(keys)
+        return values
+
+    def _score_pair(self, key: tuple) -> float:
+        kept, _, hypothesis = key
+        path, payload = _ENDPOINTS[self.endpoint], self._payload(self.render(list(kept), hypothesis), max_tokens=1)
         answer = self.client.post(path, payload)
         top = self._first_token_logprobs(answer, self.client.root + path)
         yes, no = (self._lookup(top, i, self.client.root + path) for i in range(2))
@@ -273,22 +255,13 @@ class OpenAIJudge:
             ids.append(int(tokens[0]))
         return ids[0], ids[1]
 
-    # -- LLM-Judge whole-chain baseline ------------------------------------------------------------------------------
-    def chain_step_probs(self, base_claims: Sequence[str], steps: Sequence[str]) -> list[float]:
-        """LLM-Judge: one greedy generation rating every step, parsed by step number (as the local judge)."""
-        key = ("judge-chain", tuple(base_claims), tuple(steps))
-        cached = self.cache.get(key)
-        if cached is not None:
-            self.stats.cache_hits += 1
-            return list(cached)
+    # -- LLM-Judge whole-chain baseline (JudgeBase.chain_step_probs) ------------------------------------------------
+    def _generate(self, base_claims: list[str], steps: list[str], max_new_tokens: int) -> str:
+        """One greedy request on the chain prompt (every base claim: the server's window is its own business)."""
         self._resolve()
-        text = CHAIN_PROMPT.format(
-            context="\n".join(base_claims) or NO_CONTEXT,
-            steps="\n".join(f"Step {i + 1}: {s}" for i, s in enumerate(steps)),
-            labels=", ".join(self.likert_options),
-        )
-        budget = self.max_new_tokens or 12 * len(steps) + 16
-        answer = self.client.post(_ENDPOINTS[self.endpoint], self._payload(text, max_tokens=budget, scoring=False))
+        text = self.render_chain(base_claims, steps)
+        payload = self._payload(text, max_tokens=max_new_tokens, scoring=False)
+        answer = self.client.post(_ENDPOINTS[self.endpoint], payload)
         self.stats.forward_passes += 1
         try:
             choice = answer["choices"][0]
@@ -296,16 +269,7 @@ class OpenAIJudge:
         except (KeyError, IndexError, TypeError):
             url = self.client.root + _ENDPOINTS[self.endpoint]
             raise ServerResponseError(f"{url} answered without generated text: {str(answer)[:300]}", url) from None
-        self.last_ratings = parse_step_ratings(generated or "", len(steps), self.likert_options)
-        missing = [i + 1 for i, r in enumerate(self.last_ratings) if r is None]
-        if missing and self.missing_rating is None:
-            raise ValueError(
-                f"the judge rated {len(steps) - len(missing)} of {len(steps)} steps (missing: {missing}): set "
-                "missing_rating=0.5 to score unrated steps as neutral, or raise max_new_tokens."
-            )
-        values = tuple(float(self.missing_rating if r is None else r) for r in self.last_ratings)
-        self.cache.put(key, values)
-        return list(values)
+        return generated or ""
 
     def __repr__(self) -> str:
         return f"OpenAIJudge({self.client.root!r}, model={self.model!r}, endpoint={self.endpoint!r})"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from .cache import cached_value
 from .hf import (
     MARKER,
     HFBackbone,
@@ -30,6 +31,7 @@ from .hf import (
     encode_with_markers,
     single_token_id,
     special_prefix,
+    wants_chat_template,
 )
 
 
@@ -67,10 +69,7 @@ def render_prm_text(
     question = "\n".join(clean_claim(c, forbidden) for c in base_claims)
     tagged = [clean_claim(s, forbidden) + step_tag for s in steps]
     answer = step_separator.join(tagged)
-    chat = getattr(tokenizer, "chat_template", None) if use_chat_template is not False else None
-    if use_chat_template and not chat:
-        raise ValueError("use_chat_template=True but the tokenizer has no chat_template: pass use_chat_template=None.")
-    if not chat:
+    if not wants_chat_template(tokenizer, use_chat_template):
         return f"{question}\n{answer}" if question else answer
     messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
     messages += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
@@ -78,7 +77,12 @@ def render_prm_text(
 
 
 class _PRMBase(HFBackbone):
-    """Rendering, roles and the whole-chain pass shared by the two PRM shapes."""
+    """Rendering, roles and the whole-chain pass shared by the two PRM shapes.
+
+    Public beyond :class:`~ares_rerank.backbones.hf.HFBackbone`: :meth:`render` (the text), :meth:`encode_chain`
+    (token ids and step-tag positions, what PRM training labels) and :meth:`tag_probs` (the per-tag scores of encoded
+    items, the one model-specific step).
+    """
 
     def __init__(
         self,
@@ -98,20 +102,25 @@ class _PRMBase(HFBackbone):
         self.system_prompt = system_prompt
         self.step_separator = step_separator
         self.use_chat_template = use_chat_template
-        has_template = bool(getattr(tokenizer, "chat_template", None))
-        if use_chat_template and not has_template:
-            raise ValueError(
-                "use_chat_template=True but the tokenizer has no chat_template: pass use_chat_template=None."
-            )
-        self._chat = has_template and use_chat_template is not False
+        self._chat = wants_chat_template(tokenizer, use_chat_template)
 
     def render(self, base_claims: Sequence[str], steps: Sequence[str]) -> str:
         """The text this PRM scores for these base claims and steps (the last step is the judged one)."""
         return render_prm_text(base_claims, steps, self.step_tag, self.tokenizer, self.system_prompt,
                                self.step_separator, self.use_chat_template)
 
-    def _encode(self, base_claims: Sequence[str], steps: Sequence[str]) -> dict[str, Any]:
-        """Token ids with the tag id at the recorded ``tags`` positions (one per step, the last = judged step)."""
+    def encode_chain(self, base_claims: Sequence[str], steps: Sequence[str]) -> dict[str, Any]:
+        """Token ids of :meth:`render`'s text, with the step tag's id at recorded positions (never searched for).
+
+        No window policy (scoring applies it before calling this; training truncates to its own ``max_length``).
+
+        Args:
+            base_claims: The user turn's claims, in order.
+            steps: The assistant turn's steps, in order (for scoring, the last one is the judged step).
+
+        Returns:
+            ``{"input_ids": [...], "tags": [...]}``: one tag position per step, in step order.
+        """
         # A claim containing the tag string would add a tag of its own: replace it (a whitespace tag such as "\n"
         # is left in place: scores are read at the recorded positions, never by searching for the tag id).
         forbidden = [] if not self.step_tag.strip() else [self.step_tag]
@@ -136,6 +145,10 @@ class _PRMBase(HFBackbone):
             num_base: How many of ``premises[i]`` are base claims (``score_chains`` passes it); without it every
                 premise is rendered as a base claim.
         """
+        return self._probs(premises, hypotheses, num_base)
+
+    def _roles(self, premises: Sequence[Sequence[str]], num_base: Sequence[int] | None) -> list[tuple[str, ...]]:
+        """Base claims first (``num_base[i]`` of them; all premises without ``num_base``), then earlier steps."""
         if num_base is not None and len(num_base) != len(premises):
             raise ValueError(f"num_base has {len(num_base)} entries for {len(premises)} premise lists: give one each.")
         roles = []
@@ -144,16 +157,16 @@ class _PRMBase(HFBackbone):
                 n = int(num_base[i])
                 if not 0 <= n <= len(claims):
                     raise ValueError(f"num_base[{i}]={n} is outside 0..{len(claims)} (the premise list's length).")
-                roles.append([BASE] * n + [STEP] * (len(claims) - n))
+                roles.append((BASE,) * n + (STEP,) * (len(claims) - n))
             else:
-                roles.append([BASE] * len(claims))
-        return self._probs(premises, hypotheses, roles)
+                roles.append((BASE,) * len(claims))
+        return roles
 
     def _render(self, claims: list[str], roles: tuple | None, hypothesis: str, kept: list[int]) -> dict[str, Any]:
         roles = roles or (BASE,) * len(claims)
         base = [claims[i] for i in kept if roles[i] == BASE]
         steps = [claims[i] for i in kept if roles[i] == STEP] + [hypothesis]
-        return self._encode(base, steps)
+        return self.encode_chain(base, steps)
 
     def chain_step_probs(self, base_claims: Sequence[str], steps: Sequence[str]) -> list[float]:
         """PRM whole-chain baseline: one pass over base claims + all steps, the score at every step's tag.
@@ -162,28 +175,34 @@ class _PRMBase(HFBackbone):
         ``stats``); the steps are never cut (a ValueError if they alone do not fit).
         """
         key = ("chain", tuple(base_claims), tuple(steps))
-        cached = self.cache.get(key)
-        if cached is not None:
-            self.stats.cache_hits += 1
-            return list(cached)
+        return list(cached_value(self.cache, self.stats, key, lambda: self._chain_values(base_claims, steps)))
+
+    def _chain_values(self, base_claims: Sequence[str], steps: Sequence[str]) -> tuple[float, ...]:
         steps = [str(s) for s in steps]
 
         def render_chain(claims: list[str], roles: Any, hypothesis: str, kept: list[int]) -> dict[str, Any]:
-            return self._encode([claims[i] for i in kept], steps)
+            return self.encode_chain([claims[i] for i in kept], steps)
 
         item = self._fit([str(c) for c in base_claims], None, " ".join(steps), render=render_chain)
-        values = self._run([{**item, "all_tags": True}])[0]
-        self.cache.put(key, tuple(values))
-        return list(values)
+        return tuple(self.score_encoded([{**item, "all_tags": True}])[0])
 
     def _tag_rows(self, items: list[dict[str, Any]]) -> list[list[int]]:
         return [item["tags"] if item.get("all_tags") else item["tags"][-1:] for item in items]
 
     def _score_batch(self, items: list[dict[str, Any]]) -> list[Any]:
-        probs = self._tag_probs(items)  # one list of per-tag probabilities per item
+        probs = self.tag_probs(items)  # one list of per-tag probabilities per item
         return [p if item.get("all_tags") else p[-1] for p, item in zip(probs, items)]
 
-    def _tag_probs(self, items: list[dict[str, Any]]) -> list[list[float]]:
+    def tag_probs(self, items: Sequence[dict[str, Any]]) -> list[list[float]]:
+        """The "this step is correct" probability at step tags of encoded items, one batch (one forward pass).
+
+        Args:
+            items: Encoded items (:meth:`encode_chain` / :meth:`encode_pair`); an item with ``"all_tags": True``
+                is read at every tag, any other at its last tag only (the judged step).
+
+        Returns:
+            Per item, the probabilities at its wanted tags, in order.
+        """
         raise NotImplementedError
 
 
@@ -208,10 +227,11 @@ class StepTagPRM(_PRMBase):
     # Remote-code PRMs that map only AutoModel (Qwen2.5-Math-PRM) load through it with trust_remote_code=True.
     auto_class = "AutoModelForTokenClassification"
 
-    def _tag_probs(self, items: list[dict[str, Any]]) -> list[list[float]]:
+    def tag_probs(self, items: Sequence[dict[str, Any]]) -> list[list[float]]:
+        """Softmax probability of ``positive_index`` at the wanted tags (see :meth:`_PRMBase.tag_probs`)."""
         import torch
 
-        out = self.model(**self._pad(items))
+        out = self.model(**self.pad(items))
         logits = out.logits if hasattr(out, "logits") else out[0]  # (batch, seq, 2)
         probs = torch.softmax(logits.float(), dim=-1)[..., self.positive_index]  # (batch, seq)
         return [probs[b, tags].tolist() for b, tags in enumerate(self._tag_rows(items))]
@@ -242,9 +262,10 @@ class CausalPRM(_PRMBase):
 
     auto_class = "AutoModelForCausalLM"
 
-    def _tag_probs(self, items: list[dict[str, Any]]) -> list[list[float]]:
+    def tag_probs(self, items: Sequence[dict[str, Any]]) -> list[list[float]]:
+        """``P(good) / (P(good) + P(bad))`` at the wanted tags (see :meth:`_PRMBase.tag_probs`)."""
         import torch
 
-        logits = self.model(**self._pad(items)).logits  # (batch, seq, vocab): next-token logits
+        logits = self.model(**self.pad(items)).logits  # (batch, seq, vocab): next-token logits
         pair = torch.softmax(logits[..., [self.good_id, self.bad_id]].float(), dim=-1)[..., 0]  # (batch, seq)
         return [pair[b, tags].tolist() for b, tags in enumerate(self._tag_rows(items))]

@@ -102,16 +102,15 @@ class VLLMPoolingPRM(StepTagPRM):
         return cls(str(name_or_path), tokenizer, **kwargs)
 
     # -- the served forward pass --------------------------------------------------------------------------------------
-    def _compute(self, keys: list[tuple]) -> dict[tuple, float]:
-        if keys:  # a call answered from the cache needs no server
-            self._resolve()
+    def _compute(self, keys: list[tuple]) -> list[float]:
+        self._resolve()  # only called with pairs to compute: a call answered from the cache needs no server
         return super()._compute(keys)
 
     def chain_step_probs(self, base_claims: Sequence[str], steps: Sequence[str]) -> list[float]:
         self._resolve()
         return super().chain_step_probs(base_claims, steps)
 
-    def _run(self, items: list[dict[str, Any]]) -> list[Any]:
+    def score_encoded(self, items: Sequence[dict[str, Any]]) -> list[Any]:
         """Send items in length-sorted batches of ``batch_size``, ``concurrency`` requests at a time."""
         order = sorted(range(len(items)), key=lambda i: len(items[i]["input_ids"]))
         batches = [order[s : s + self.batch_size] for s in range(0, len(order), self.batch_size)]
@@ -124,7 +123,7 @@ class VLLMPoolingPRM(StepTagPRM):
         self.stats.pairs_computed += len(items)
         return out
 
-    def _tag_probs(self, items: list[dict[str, Any]]) -> list[list[float]]:
+    def tag_probs(self, items: Sequence[dict[str, Any]]) -> list[list[float]]:
         """One ``/pooling`` request for the batch; the positive-class probability at each wanted tag."""
         body = {"model": self.served_model, "input": [list(item["input_ids"]) for item in items], "task": self.task}
         body.update(self.extra_body)

@@ -1,28 +1,33 @@
 """``ares-rerank calibrate``: fit the temperature of an entailment head on held-out pairs and save it beside it.
 
 Examples:
-    ares-rerank calibrate path/to/head --pairs heldout.jsonl --plot reliability.png
-    ares-rerank calibrate path/to/head --config training/configs/default_head.yaml --split val   # from a checkout
-    ares-rerank calibrate default --pairs heldout.jsonl --evaluate-only                          # ECE only
+    ares-rerank calibrate path/to/head --pairs heldout.jsonl --plot reliability.png      # updates path/to/head
+    ares-rerank calibrate path/to/head --pairs heldout.jsonl --output-dir calibrated-head  # a calibrated copy
+    ares-rerank calibrate default --pairs heldout.jsonl --output-dir my-default            # the shipped head: a copy
+    ares-rerank calibrate path/to/head --config my_training.yaml --split val               # a training config's split
+    ares-rerank calibrate default --pairs heldout.jsonl --evaluate-only                    # ECE only
 
 Pairs are JSON lines ``{"premises": [claim, ...], "hypothesis": str, "label": 1 | 0}`` (1 = entailed; the head's own
 premise selection is applied to ``premises``, as at inference); ``"premise": str`` stands for one claim. For a head
 with more than two classes give ``"class"`` (the class index) instead of ``"label"``. ``--config`` rebuilds the
 held-out chains of a training config (split by chain id, as in training). The fitted temperature minimizes the NLL
-of the pairs; ECE before / after and a reliability diagram are reported, and ``ares_calibration.json`` beside the
-weights is updated (other keys kept) unless ``--dry-run`` or ``--evaluate-only``.
+of the pairs; ECE before / after and a reliability diagram are reported. Unless ``--dry-run`` or ``--evaluate-only``,
+the temperature is written to ``ares_calibration.json`` (other keys kept): in a copy of the head made in
+``--output-dir``, or else in the head folder itself. The shipped default head is never modified: calibrating it
+needs ``--output-dir``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
+from ..io import read_jsonl
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+
+def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "calibrate", help="Fit an entailment head's temperature on held-out pairs (ECE, reliability diagram).",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -30,47 +35,64 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("head", help="Head folder (model or peft adapter), or 'default' for the shipped head.")
     data = parser.add_mutually_exclusive_group(required=True)
     data.add_argument("--pairs", help="JSON-lines file of held-out pairs.")
-    data.add_argument("--config", help="A training YAML: rebuild its held-out split (needs a source checkout).")
+    data.add_argument("--config", help="A training YAML (ares-rerank train head): rebuild its held-out split.")
     parser.add_argument("--split", default="val", choices=["val", "test"], help="Split of --config (default val).")
     parser.add_argument("--bins", type=int, default=15, help="ECE bins.")
     parser.add_argument("--plot", default=None, help="Write a reliability diagram (PNG) here.")
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--output-dir", default=None,
+                        help="Copy the head here and write the temperature into the copy (must not exist yet, or be "
+                             "empty). Required for 'default'.")
     parser.add_argument("--dry-run", action="store_true", help="Fit and report, but do not write the temperature.")
     parser.add_argument("--evaluate-only", action="store_true", help="Report ECE at the head's current temperature.")
 
 
-def _read_pairs(path: str) -> list[dict[str, Any]]:
+def read_pairs(path: str) -> list[dict[str, Any]]:
+    """The held-out pairs of a JSONL file (see the module docstring), each checked."""
     rows = []
-    for i, line in enumerate(Path(path).read_text().splitlines()):
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        if "premise" in row and "premises" not in row:
+    for lineno, row in read_jsonl(path):
+        if isinstance(row, dict) and "premise" in row and "premises" not in row:
             row["premises"] = [row["premise"]] if row["premise"] else []
-        if "premises" not in row or "hypothesis" not in row or not ({"label", "class"} & set(row)):
-            raise ValueError(
-                f"--pairs {path} line {i + 1}: needs premises (or premise), hypothesis and label (or class)."
-            )
+        if not isinstance(row, dict) or "premises" not in row or "hypothesis" not in row or not (
+                {"label", "class"} & set(row)):
+            raise ValueError(f"--pairs {path}:{lineno} needs premises (or premise), hypothesis and label (or class).")
         rows.append(row)
     if not rows:
         raise ValueError(f"--pairs {path} holds no pairs.")
     return rows
 
 
-def _config_pairs(config: str, split: str) -> list[dict[str, Any]]:
+def config_pairs(config: str, split: str) -> list[dict[str, Any]]:
     """The raw (unselected) held-out pairs of a training config, split by chain id exactly as training splits."""
-    from .train import find_training_checkout
-
-    root = str(find_training_checkout())
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    from training.train_head import _oracle_for, parse_args
-    from training.mix import training_chains
-    from training.pairs import build_pairs, split_chains
+    from ..training import build_pairs, claimtrees_oracle_for, parse_args, split_chains, training_chains
 
     mix, _ = parse_args([config])
     parts = split_chains(training_chains(mix), {"val": mix.val_fraction, "test": mix.test_fraction}, seed=mix.mix_seed)
-    return build_pairs(parts[split], "all", _oracle_for, mix.subsets_per_step, mix.mix_seed)
+    return build_pairs(parts[split], "all", claimtrees_oracle_for, mix.subsets_per_step, mix.mix_seed)
+
+
+def target_folder(head: str, output_dir: str | None) -> Path:
+    """Where the temperature is written: a fresh copy in ``output_dir``, else the head's own folder (never the
+    shipped default head)."""
+    from ..backbones.loading import DEFAULT_HEAD_DIR
+
+    source = DEFAULT_HEAD_DIR if head == "default" else Path(head)
+    if output_dir is None:
+        if source.resolve() == DEFAULT_HEAD_DIR.resolve():
+            raise ValueError(
+                f"head={head!r} is the shipped default head, which calibrate never modifies: add "
+                "--output-dir my-calibrated-head to write a calibrated copy (then load_backbone('my-calibrated-head'))."
+            )
+        if not source.is_dir():
+            raise FileNotFoundError(f"head={head!r} is not a folder: calibrate writes beside local weights; give "
+                                    "--output-dir to calibrate a copy.")
+        return source
+    target = Path(output_dir)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise FileExistsError(f"--output-dir={output_dir!r} exists and is not empty: name a new folder.")
+    if not source.is_dir():
+        raise FileNotFoundError(f"head={head!r} is not a local folder, so it cannot be copied to --output-dir.")
+    return target
 
 
 def _classes(rows: list[dict[str, Any]], head: Any) -> list[int]:
@@ -83,12 +105,15 @@ def _classes(rows: list[dict[str, Any]], head: Any) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    import shutil
+
     from ..backbones.loading import DEFAULT_HEAD_DIR, load_backbone
     from ..calibration import calibrate, entailment_probs_from_logits, reliability_diagram, write_calibration
 
-    folder = DEFAULT_HEAD_DIR if args.head == "default" else Path(args.head)
+    writes = not (args.dry_run or args.evaluate_only)
+    folder = target_folder(args.head, args.output_dir) if writes else None  # checked before any work
     head = load_backbone(args.head, kind="nli", batch_size=args.batch_size)
-    rows = _read_pairs(args.pairs) if args.pairs else _config_pairs(args.config, args.split)
+    rows = read_pairs(args.pairs) if args.pairs else config_pairs(args.config, args.split)
     logits = head.logits([r["premises"] for r in rows], [r["hypothesis"] for r in rows])
     classes = _classes(rows, head)
     report = calibrate(logits, classes, positive_index=head.label_index, n_bins=args.bins,
@@ -98,9 +123,12 @@ def run(args: argparse.Namespace) -> int:
         reliability_diagram(entailment_probs_from_logits(logits, head.label_index), entailed, args.plot,
                             entailment_probs_from_logits(logits, head.label_index, report.temperature), args.bins)
     print(json.dumps(report.to_dict(), indent=2))
-    if not (args.dry_run or args.evaluate_only):
-        source = args.pairs or f"{args.config} ({args.split} split)"
-        path = write_calibration(folder, {"temperature": report.temperature, "calibrated_on": source,
+    if writes:
+        if args.output_dir is not None:
+            source = DEFAULT_HEAD_DIR if args.head == "default" else Path(args.head)
+            shutil.copytree(source, folder, dirs_exist_ok=True)
+        origin = args.pairs or f"{args.config} ({args.split} split)"
+        path = write_calibration(folder, {"temperature": report.temperature, "calibrated_on": origin,
                                           "calibration": report.to_dict()})
         print(f"wrote temperature {report.temperature:.4f} to {path}")
     return 0

@@ -1,24 +1,30 @@
-"""``ares-rerank eval``: run a benchmark with the paper's protocol (the harness in ``eval/`` of a source checkout).
+"""``ares-rerank eval``: run a benchmark with the paper's protocol (:mod:`ares_rerank.evaluation`).
 
-Example:
+Examples:
     ares-rerank eval --task claimtrees --length 10 --n 100 --backbone claimtrees-oracle --methods ares,entail-prev
+    ares-rerank eval --task prmbench --sample 50 --backbone path/to/head --out runs/eval
 
-The harness ships with the repository, not with the installed package: run this from a checkout (the same as
-``python -m eval.runner ...``). Scores are cached under ``eval/cache/``; results go to ``eval/results/raw/``.
+Needs the ``eval`` extra (``pip install 'ares-rerank[eval]'``: scikit-learn, matplotlib). Everything is written under
+``--out`` (default ``./ares-eval`` in the working directory): ``<name>.json`` and ``<name>.md``, and the score cache
+in ``<out>/cache`` unless ``--cache-dir`` names another folder. PRMBench and BIG-Bench Mistake are read from
+``--data-dir`` or ``$ARES_DATA_DIR``.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+from typing import Any
+
+from . import options
 
 
 DEFAULT_METHODS = "ares,entail-prev,entail-base,roscoe-li-self,roscoe-li-source,receval-inter"
+DEFAULT_OUT = "ares-eval"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The harness's options; shared by ``ares-rerank eval`` and ``python -m eval.runner``."""
+    """The harness's options (also used by the checkout's benchmark scripts, e.g. ``eval/bench_perf.py``)."""
     task = parser.add_argument_group("task (options left out use the loader's defaults)")
     task.add_argument("--task", required=True, help="claimtrees, recipes, prmbench, bbm or processbench.")
     task.add_argument("--n", type=int, default=None, help="Evaluate the first N examples (default: the loader's).")
@@ -35,62 +41,62 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     task.add_argument("--paper-compat", action="store_true", default=None,
                       help="ClaimTrees: the research code's labels (a deleted fact labels every step sound).")
     task.add_argument("--path", default=None, help="Data file, folder or hub id (prmbench, bbm, processbench).")
-    task.add_argument("--data-dir", default=None, help="The shared data folder (default $ARES_DATA_DIR or ../shared/data).")
+    task.add_argument("--data-dir", default=None, help="The shared data folder (default $ARES_DATA_DIR).")
     task.add_argument("--split", default=None, help="prmbench: test or train; processbench hub split.")
     task.add_argument("--classifications", default=None, help="prmbench: comma-separated error types to keep.")
     task.add_argument("--tasks", default=None, help="bbm: comma-separated task names to keep.")
     task.add_argument("--labels", default=None, help="bbm / processbench: propagate (default) or first.")
     task.add_argument("--question", default=None, help="prmbench: paired (default) or question.")
     task.add_argument("--out-of-range", default=None, help="prmbench: skip (default) or ignore.")
-    model = parser.add_argument_group("backbone and methods")
-    model.add_argument("--backbone", default="claimtrees-oracle",
-                       help="claimtrees-oracle, module:factory, or a load_backbone name / path (e.g. 'default').")
-    model.add_argument("--kind", default=None, help="Backbone kind for load_backbone (nli, prm, judge, ...).")
-    model.add_argument("--backbone-options", default=None,
-                       help='JSON object of load_backbone keyword arguments, e.g. \'{"overlong_steps": "truncate"}\'.')
-    model.add_argument("--methods", default=DEFAULT_METHODS, help="Comma-separated: ares and/or baselines.")
-    model.add_argument("--prior", type=float, default=1.0, help="ARES base-claim prior p (paper tables: 0.95).")
-    model.add_argument("--eps", type=float, default=0.1)
-    model.add_argument("--delta", type=float, default=0.1)
-    model.add_argument("--mode", default="auto", choices=["auto", "exact", "sample"])
-    model.add_argument("--seed", type=int, default=0)
-    model.add_argument("--max-masks", type=int, default=64, help="ARES exact mode: distinct inputs per step.")
-    model.add_argument("--prune-mass", type=float, default=None, help="ARES exact-mode pruning (default: AresConfig's).")
+    options.add_backbone_arguments(parser, default="claimtrees-oracle")
+    parser.add_argument("--methods", default=DEFAULT_METHODS, help="Comma-separated: ares and/or baselines.")
+    options.add_config_arguments(parser, exclude=("threshold",))  # thresholds come from cross-validation
     run_group = parser.add_argument_group("run")
-    run_group.add_argument("--batch-size", type=int, default=32, help="Chains per backbone wave (and cache save).")
-    run_group.add_argument("--cache-dir", default=None, help="Score cache folder (default eval/cache).")
+    run_group.add_argument("--cache-dir", default=None, help="Score cache folder (default <out>/cache).")
     run_group.add_argument("--no-cache", action="store_true", help="Neither read nor write cached scores.")
     run_group.add_argument("--refresh", action="store_true", help="Re-score every chain and overwrite the cache.")
-    run_group.add_argument("--out", default=None, help="Results folder (default eval/results/raw).")
+    run_group.add_argument("--out", default=DEFAULT_OUT, help=f"Results folder (default ./{DEFAULT_OUT}).")
     run_group.add_argument("--name", default=None, help="Results file stem (default: task key + backbone).")
-    run_group.add_argument("--no-progress", action="store_true", help="No progress bars.")
+    options.add_run_arguments(parser, batch_size=32, unit="Chains per backbone wave (and cache save):")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "eval", help="Evaluate on a benchmark with the paper's protocol (from a source checkout).",
+        "eval", help="Evaluate on a benchmark with the paper's protocol (needs the 'eval' extra).",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_arguments(parser)
 
 
-def find_checkout() -> Path:
-    """The source checkout that holds ``eval/runner.py``: beside this package, else the working directory."""
-    here = Path(__file__).resolve().parents[2]
-    for root in (here, Path.cwd()):
-        if (root / "eval" / "runner.py").is_file() and (root / "eval" / "__init__.py").is_file():
-            return root
-    raise SystemExit(
-        "ares-rerank eval runs the evaluation harness in eval/, which ships with the source repository, not with "
-        "the installed package. Run it from a checkout: `git clone <ares-rerank repo> && cd ares-rerank && "
-        "ares-rerank eval ...` (or `python -m eval.runner ...`)."
-    )
+def task_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The task flags as :func:`ares_rerank.evaluation.load_task` keyword arguments (``None`` = loader default)."""
+    split_list = lambda v: [x.strip() for x in v.split(",") if x.strip()] if v else None  # noqa: E731
+    return {
+        "n": args.n, "start": args.start, "length": args.length, "variant": args.variant, "sources": args.sources,
+        "depth": args.depth, "valid": args.valid, "inserted": args.inserted, "paper_compat": args.paper_compat,
+        "path": args.path, "data_dir": args.data_dir, "split": args.split,
+        "classifications": split_list(args.classifications), "tasks": split_list(args.tasks),
+        "labels": args.labels, "question": args.question, "out_of_range": args.out_of_range,
+    }
 
 
 def run(args: argparse.Namespace) -> int:
-    root = str(find_checkout())
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    from eval.runner import run_from_args
+    from ..evaluation import ScoreCache, backbone_key, evaluate, load_task, write_results
 
-    return run_from_args(args)
+    options.positive(args.batch_size, "--batch-size")
+    options.positive(args.sample, "--sample")
+    task = load_task(args.task, **task_options(args))
+    if args.sample is not None:
+        task = task.subsample(args.sample, args.sample_seed)
+    load_options = options.backbone_options(args)
+    backbone = options.backbone_from_args(args)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    out_dir = Path(args.out)
+    cache = None if args.no_cache else ScoreCache(args.cache_dir or out_dir / "cache")
+    results = evaluate(task, backbone, methods, options.config_from_args(args), backbone_name=args.backbone,
+                       backbone_kind=args.kind, backbone_options=load_options, cache=cache, refresh=args.refresh,
+                       batch_size=args.batch_size, progress=not args.no_progress)
+    path = write_results(results, out_dir, args.name or f"{task.key}__{backbone_key(args.backbone, args.kind)}")
+    print((path.with_suffix(".md")).read_text(encoding="utf-8"))
+    print(f"wrote {path} and {path.with_suffix('.md').name}")
+    return 0

@@ -1,7 +1,6 @@
 """Data sets as labelled :class:`~ares_rerank.chain.Chain` lists: ClaimTrees (synthetic) and CaptainCookRecipes.
 
-``shared_data_dir`` locates the folder with the benchmark files (argument, ``$ARES_DATA_DIR``, or
-``<repo root>/../shared/data``) for every loader that reads files.
+``shared_data_dir`` locates the folder with the benchmark files (the argument, else ``$ARES_DATA_DIR``) for every loader that reads files.
 """
 
 from __future__ import annotations

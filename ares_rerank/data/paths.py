@@ -1,7 +1,8 @@
 """Finding the shared data folder that holds the benchmark files (recipe graphs, PRMBench, BIG-Bench Mistake).
 
-Resolution order: an explicit ``data_dir`` argument, then the ``ARES_DATA_DIR`` environment variable, then
-``<repo root>/../shared/data`` found relative to this package (the layout of a source checkout and of CI).
+Resolution order: an explicit ``data_dir`` argument, then the ``ARES_DATA_DIR`` environment variable. The package
+never guesses a folder from where it is installed; the source checkout's scripts and tests set ``ARES_DATA_DIR`` to
+``../shared/data`` beside the checkout when it exists.
 """
 
 from __future__ import annotations
@@ -14,16 +15,11 @@ __all__ = ["DATA_DIR_ENV", "default_data_dir", "shared_data_dir"]
 
 DATA_DIR_ENV = "ARES_DATA_DIR"
 
-# ares_rerank/data/paths.py -> parents[2] is the repository root; the shared data sits beside it.
-_REPO_ROOT = Path(__file__).resolve().parents[2]
 
-
-def default_data_dir() -> Path:
-    """The folder used when no ``data_dir`` is given: ``$ARES_DATA_DIR`` if set, else ``<repo>/../shared/data``."""
+def default_data_dir() -> Path | None:
+    """The folder used when no ``data_dir`` is given: ``$ARES_DATA_DIR``, or ``None`` when it is not set."""
     env = os.environ.get(DATA_DIR_ENV)
-    if env:
-        return Path(env).expanduser()
-    return (_REPO_ROOT.parent / "shared" / "data").resolve()
+    return Path(env).expanduser() if env else None
 
 
 def shared_data_dir(subdir: str | None = None, data_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -32,7 +28,7 @@ def shared_data_dir(subdir: str | None = None, data_dir: str | os.PathLike[str] 
     Args:
         subdir: A sub-folder that must exist inside the data folder (e.g. ``"recipe_graphs"``); ``None`` returns the
             data folder itself.
-        data_dir: An explicit data folder; ``None`` resolves ``$ARES_DATA_DIR``, then ``<repo root>/../shared/data``.
+        data_dir: An explicit data folder; ``None`` reads ``$ARES_DATA_DIR``.
 
     Returns:
         The existing folder: ``data_dir / subdir`` (or ``data_dir`` when ``subdir`` is ``None``).
@@ -45,7 +41,10 @@ def shared_data_dir(subdir: str | None = None, data_dir: str | os.PathLike[str] 
     elif os.environ.get(DATA_DIR_ENV):
         base, source = default_data_dir(), f"data_dir=None (from ${DATA_DIR_ENV}={os.environ[DATA_DIR_ENV]!r})"
     else:
-        base, source = default_data_dir(), "data_dir=None (default <repo root>/../shared/data)"
+        raise FileNotFoundError(
+            f"data_dir=None and ${DATA_DIR_ENV} is not set: pass data_dir='/path/to/data' (the folder that contains "
+            f"'{subdir or '<benchmark folders>'}/'), or set the environment variable {DATA_DIR_ENV} to it."
+        )
     target = base / subdir if subdir else base
     if not target.is_dir():
         what = f"a '{subdir}/' folder inside {base}" if subdir else f"the data folder {base}"

@@ -6,8 +6,7 @@ Task metadata:
         ``We have <ingredient>.`` claims, one ingredient dropped, shuffled; ``We now START.`` last.
     steps: one claim per recipe step in topological order (START excluded, END included).
     labels: ``1`` = unsound: the steps that use the dropped ingredient and everything downstream of them.
-    data: ``<data_dir>/recipe_graphs/*.json`` (``data_dir`` from the argument, ``$ARES_DATA_DIR`` or
-        ``<repo>/../shared/data``; see :func:`ares_rerank.data.paths.shared_data_dir`).
+    data: ``<data_dir>/recipe_graphs/*.json`` (``data_dir`` from the argument, else ``$ARES_DATA_DIR``; see :func:`ares_rerank.data.paths.shared_data_dir`).
 
 The 24 graphs are repeated to 1000 entries and shuffled with ``random.Random(42)``; entry ``idx`` is example
 ``idx``. The dropped ingredient depends only on the recipe (a constant seed), so examples of one recipe share their

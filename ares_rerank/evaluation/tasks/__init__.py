@@ -43,6 +43,6 @@ def load_task(name: str, **options: Any) -> TaskData:
     if unknown:
         raise ValueError(
             f"task={name!r} takes no option(s) {unknown}; its options are {sorted(accepted)} "
-            f"(see eval/tasks/{loader.__module__.rsplit('.', 1)[-1]}.py)."
+            f"(see ares_rerank/evaluation/tasks/{loader.__module__.rsplit('.', 1)[-1]}.py)."
         )
     return loader(**given)

@@ -6,10 +6,11 @@ is ignored (label -100). Rows are rendered exactly as :class:`~ares_rerank.backb
 at inference (chat template when the tokenizer has one; user turn = the prompt, assistant turn = the steps, each
 followed by the tag), so a trained head scores ARES masks the way it was trained.
 
-Run from a checkout::
+From the shell (``ares_rerank.training.prm``; a YAML config or ``--field value`` flags of
+:class:`PRMTrainingArguments`)::
 
-    python -m training.train_prm --model_name_or_path path/to/model --dataset rows.jsonl --output_dir runs/prm
-    python -m training.train_prm --model_name_or_path path/to/model --dataset claimtrees --max_steps 200
+    ares-rerank train prm --model_name_or_path path/to/model --dataset rows.jsonl --output_dir runs/prm
+    ares-rerank train prm --model_name_or_path path/to/model --dataset claimtrees --max_steps 200
 
 ``--dataset`` is a JSON-lines file of rows, a folder saved with ``datasets.Dataset.save_to_disk``, or
 ``claimtrees`` (rows built from the ClaimTrees training mix, see :func:`chain_rows`).
@@ -71,7 +72,7 @@ def chain_rows(chains: Sequence[Any]) -> list[dict[str, Any]]:
 def load_rows(source: str, num_chains: int = 400) -> list[dict[str, Any]]:
     """Rows from a JSONL file, a saved ``datasets`` folder, or ``"claimtrees"``; each row is checked."""
     if source == "claimtrees":
-        from training.mix import MixArguments, training_chains
+        from .mix import MixArguments, training_chains
 
         rows = chain_rows(training_chains(MixArguments(num_chains=max(3, num_chains))))
     elif Path(source).is_dir():
@@ -113,7 +114,7 @@ def load_prm(args: PRMTrainingArguments) -> tuple[Any, Any]:
 
 
 def _renderer(model: Any, tokenizer: Any, args: PRMTrainingArguments) -> Any:
-    from ares_rerank.backbones.prm import QWEN_PRM_SYSTEM_PROMPT, StepTagPRM
+    from ..backbones.prm import QWEN_PRM_SYSTEM_PROMPT, StepTagPRM
 
     prompt = QWEN_PRM_SYSTEM_PROMPT if args.system_prompt is None else args.system_prompt
     return StepTagPRM(model, tokenizer, step_tag=args.step_tag, system_prompt=prompt,
@@ -127,7 +128,7 @@ def encode_rows(rows: Sequence[dict[str, Any]], model: Any, tokenizer: Any, args
     prm = _renderer(model, tokenizer, args)
     encoded = {"input_ids": [], "labels": []}
     for row in rows:
-        item = prm._encode([row["prompt"]] if row["prompt"] else [], list(row["completions"]))
+        item = prm.encode_chain([row["prompt"]] if row["prompt"] else [], list(row["completions"]))
         labels = [-100] * len(item["input_ids"])
         for position, label in zip(item["tags"], row["labels"]):
             labels[position] = int(bool(label))

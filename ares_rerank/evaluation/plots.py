@@ -1,7 +1,7 @@
 """PNG figures: macro-F1 against chain length per method (the paper's long-chain figure), the per-step scores of
 one chain, ARES's sample efficiency, and the cost of each ARES mode against chain length.
 
-    python -m eval.plots long-chains eval/results/raw/claimtrees-*__claimtrees-oracle.json --out long_chains.png
+    python -m ares_rerank.evaluation.plots long-chains eval/results/raw/claimtrees-*__claimtrees-oracle.json --out long_chains.png
 
 matplotlib is imported inside each function (Agg backend, no display needed).
 """
@@ -151,7 +151,7 @@ def _save(fig, path: str | Path) -> Path:  # noqa: ANN001 - a matplotlib Figure
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m eval.plots", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m ares_rerank.evaluation.plots", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="figure", required=True)
     lc = sub.add_parser("long-chains", help="Macro-F1 vs L from runner JSONs of vanilla ClaimTrees runs.")

@@ -1,4 +1,5 @@
-"""The training mix of the default entailment head, and the held-out sets it is judged on.
+"""The training chains of an entailment head: your own labelled chains (``chains_file``), or the generated mix of
+the default head, and the held-out sets it is judged on.
 
 A MiniLM head trained on one spelling of ClaimTrees keys on that spelling (FINDINGS.md: a head trained on 2-character
 names fell to 0.31 macro-F1 on 3-character names). The mix therefore varies what real chains vary:
@@ -23,8 +24,8 @@ import string
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ares_rerank.chain import Chain
-from ares_rerank.data.claimtrees import ClaimTreesTemplates, claimtrees_example
+from ..chain import Chain
+from ..data.claimtrees import ClaimTreesTemplates, claimtrees_example
 
 
 __all__ = [
@@ -100,6 +101,11 @@ _CHARS = string.ascii_uppercase + string.digits
 class MixArguments:
     """What the training chains look like (all ClaimTrees; every chain gets its own names and template)."""
 
+    chains_file: str | None = field(default=None, metadata={
+        "help": "A JSONL file of your own labelled chains ({base_claims, steps, labels: 1 = unsound per step} or "
+                "{prompt, completion, labels}) to train on instead of generating the ClaimTrees mix; the generator "
+                "fields below are then unused. Pairs come from the gold labels (sound prefixes), plus oracle pairs "
+                "for chains whose meta holds ClaimTrees rules."})
     num_chains: int = field(default=900, metadata={"help": "ClaimTrees chains generated for train + val + test."})
     val_fraction: float = field(default=0.08, metadata={"help": "Share of chains (by id) for early stopping."})
     test_fraction: float = field(default=0.08, metadata={"help": "Share of chains (by id) for calibration / ECE."})
@@ -208,11 +214,23 @@ def _shape(rng: random.Random, args: MixArguments, style: str) -> dict:
 
 
 def training_chains(args: MixArguments) -> list[Chain]:
-    """The labelled chains of the mix, ``args.num_chains`` of them, each with its own names and template.
+    """The labelled chains of the mix, ``args.num_chains`` of them, each with its own names and template (or the
+    chains of ``args.chains_file`` as they are).
 
     Chain ids are unique (``mix-<i>-<template>-<style>``); ``meta["template"]`` and ``meta["name_style"]`` record
     the draw. Deterministic for fixed ``args``.
     """
+    if args.chains_file:
+        from ..io import read_chains
+
+        chains = read_chains(args.chains_file)
+        unlabelled = [c.id for c in chains if c.labels is None]
+        if unlabelled or len(chains) < 3:
+            raise ValueError(
+                f"chains_file={args.chains_file!r}: needs at least 3 chains (train, val, test), each with 'labels' "
+                f"(one per step, 1 = unsound); {len(chains)} chains, unlabelled: {unlabelled[:5]}."
+            )
+        return chains
     rng = random.Random(args.mix_seed)
     chains = []
     for i in range(args.num_chains):

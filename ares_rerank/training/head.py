@@ -1,13 +1,17 @@
 """Fine-tune a calibrated entailment head (LoRA by default, full fine-tuning as an option) on chain-derived pairs.
 
-Run from a checkout (``training/`` is not installed)::
+From the shell (``[config.yaml]`` first, then ``--field value`` flags of :class:`MixArguments` and
+:class:`HeadTrainingArguments`; ``--help`` lists them)::
 
-    python -m training.train_head training/configs/default_head.yaml            # the shipped default head
-    python -m training.train_head training/configs/default_head.yaml --max_steps 50 --output_dir /tmp/try
+    ares-rerank train head --chains_file chains.jsonl --output_dir runs/my-head            # your labelled chains
+    ares-rerank train head my_config.yaml --max_steps 50 --output_dir /tmp/try
 
-Steps: build the mix (:mod:`training.mix`), split its chains by id into train / val / test BEFORE building pairs
-(:mod:`training.pairs`), encode each pair exactly as :class:`~ares_rerank.backbones.nli.EntailmentHead` does at
-inference (same premise selection, same window policy), train with ``transformers.Trainer`` (early stopping on the
+From Python: ``mix, args = parse_args([...])`` then ``train_head(mix, args)``. The recipe of the shipped default
+head (two stages, configs) is in the source checkout: ``python -m training.train_default_head``.
+
+Steps: read or generate the chains (:mod:`ares_rerank.training.mix`), split them by id into train / val / test
+BEFORE building pairs (:mod:`ares_rerank.training.pairs`), encode each pair exactly as
+:class:`~ares_rerank.backbones.nli.EntailmentHead` does at inference (same premise selection, same window policy), train with ``transformers.Trainer`` (early stopping on the
 val loss, best checkpoint restored), fit a temperature on the val logits (:mod:`ares_rerank.calibration`), report
 ECE before / after on the test split with a reliability diagram, and save the adapter (or model) with
 ``ares_calibration.json`` beside it.
@@ -22,13 +26,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from training.mix import MixArguments, templates_of, training_chains
-from training.pairs import build_pairs, pairs_dataset, split_chains
-from ares_rerank.backbones.loading import PACKAGED_ENCODER, resolve_model_name
 from transformers import Trainer, TrainingArguments
 
+from ..backbones.loading import PACKAGED_ENCODER, resolve_model_name
+from .mix import MixArguments, templates_of, training_chains
+from .pairs import build_pairs, pairs_dataset, split_chains
 
-__all__ = ["HeadTrainer", "HeadTrainingArguments", "TrainedHead", "check_not_collapsed", "chunked_loss", "encode_pairs",
+
+__all__ = ["HeadTrainer", "HeadTrainingArguments", "TrainedHead", "TrainingCollapsed", "check_not_collapsed", "chunked_loss", "encode_pairs",
            "load_base", "parse_args", "save_head", "train_head"]
 
 ID2LABEL = {0: "not_entailment", 1: "entailment"}
@@ -69,7 +74,10 @@ class HeadTrainingArguments(TrainingArguments):
                 "0/1 = off."})
     calibration_bins: int = field(default=15, metadata={"help": "Bins of the ECE and the reliability diagram."})
     export_dir: str | None = field(default=None, metadata={
-        "help": "Also write the final head here (e.g. ares_rerank/default_head to ship it)."})
+        "help": "Also write the final head here, once it passed the collapse check."})
+    overwrite_default_head: bool = field(default=False, metadata={
+        "help": "Allow export_dir to be the package's shipped default head (the checkout's recipe sets it; "
+                "otherwise that folder is never written)."})
     eval_strategy: str = field(default="steps", metadata={"help": "Evaluate every eval_steps (early stopping)."})
     save_strategy: str = field(default="steps", metadata={"help": "Checkpoint with every evaluation."})
     load_best_model_at_end: bool = field(default=True, metadata={"help": "Restore the lowest-val-loss checkpoint."})
@@ -93,6 +101,14 @@ class HeadTrainingArguments(TrainingArguments):
             raise ValueError(
                 f"train_sampling_strategy={self.train_sampling_strategy!r} and bucket_batches={self.bucket_batches} "
                 "both choose the batch order: set bucket_batches: 0 to use the Trainer's sampler.")
+        if self.export_dir and not self.overwrite_default_head:
+            from ..backbones.loading import DEFAULT_HEAD_DIR
+
+            if Path(self.export_dir).resolve() == DEFAULT_HEAD_DIR.resolve():
+                raise ValueError(
+                    f"export_dir={self.export_dir!r} is the shipped default head of the installed package: export "
+                    "to a folder of your own (or set overwrite_default_head: true in the checkout's recipe)."
+                )
         if not 32 <= self.max_length <= 4096:
             raise ValueError(f"max_length={self.max_length} must lie in [32, 4096] tokens (MiniLM's window is 512).")
         super().__post_init__()
@@ -134,21 +150,25 @@ def load_base(args: HeadTrainingArguments) -> tuple[Any, Any]:
 def encode_pairs(dataset: Any, model: Any, tokenizer: Any, max_length: int) -> Any:
     """Tokenize pairs with the inference path: ``EntailmentHead``'s rendering and window policy (premises of the
     rows are already selected, so the head's own selection is ``"all"`` here)."""
-    from ares_rerank.backbones.nli import EntailmentHead
+    from ..backbones.nli import EntailmentHead
 
     head = EntailmentHead(model, tokenizer, max_length=max_length, premise_selection="all", cache_size=0)
 
     def encode(row: dict[str, Any]) -> dict[str, Any]:
-        item = head._fit(list(row["premises"]), None, row["hypothesis"])
+        item = head.encode_pair(list(row["premises"]), row["hypothesis"])
         return {**item, "labels": int(row["label"])}
 
-    keep = set(head._input_keys)
+    keep = set(head.input_keys)
     return dataset.map(encode, remove_columns=[c for c in dataset.column_names if c not in keep])
 
 
-def _oracle_for(chain: Any) -> Any:
-    from ares_rerank.backbones.oracle import ClaimTreesOracle
+def claimtrees_oracle_for(chain: Any) -> Any:
+    """A ground-truth entailment oracle for ``chain`` when it is a ClaimTrees chain (its ``meta`` holds the
+    generator's ``rules``), read with the templates it was written in; ``None`` otherwise (gold-label pairs only)."""
+    from ..backbones.oracle import ClaimTreesOracle
 
+    if not chain.meta.get("rules"):
+        return None
     return ClaimTreesOracle(templates_of(chain))
 
 
@@ -158,7 +178,7 @@ def build_splits(mix: MixArguments) -> tuple[dict[str, Any], dict[str, Any]]:
     parts = split_chains(chains, {"val": mix.val_fraction, "test": mix.test_fraction}, seed=mix.mix_seed)
     datasets, summary = {}, {}
     for name, part in parts.items():
-        rows = build_pairs(part, mix.premise_selection, _oracle_for, mix.subsets_per_step, mix.mix_seed,
+        rows = build_pairs(part, mix.premise_selection, claimtrees_oracle_for, mix.subsets_per_step, mix.mix_seed,
                            mix.minimal_pairs)
         datasets[name] = pairs_dataset(rows)
         summary[name] = {"chains": len(part), "pairs": len(rows), "entailed": sum(r["label"] for r in rows),
@@ -168,13 +188,13 @@ def build_splits(mix: MixArguments) -> tuple[dict[str, Any], dict[str, Any]]:
 
 class HeadTrainer(Trainer):
     """``Trainer`` with the two batch-cost options of :class:`HeadTrainingArguments`, both off by default:
-    ``bucket_batches`` (training batches from :class:`~training.sampling.LengthBucketSampler`) and ``length_chunks``
+    ``bucket_batches`` (training batches from :class:`~ares_rerank.training.sampling.LengthBucketSampler`) and ``length_chunks``
     (the training loss of each batch in length-sorted chunks, :func:`chunked_loss`)."""
 
     def _get_train_sampler(self, train_dataset: Any = None) -> Any:
         if not self.args.bucket_batches:
             return super()._get_train_sampler(train_dataset)
-        from training.sampling import LengthBucketSampler
+        from .sampling import LengthBucketSampler
 
         dataset = train_dataset if train_dataset is not None else self.train_dataset
         lengths = [len(ids) for ids in dataset["input_ids"]]
@@ -228,7 +248,7 @@ def _accuracy(eval_pred: Any) -> dict[str, float]:
 def calibrate_and_save(trainer: Any, tokenizer: Any, args: HeadTrainingArguments, mix: MixArguments,
                        encoded: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     """Fit T on val logits, measure ECE on test, write the head + ``ares_calibration.json`` (+ export copy)."""
-    from ares_rerank.calibration import calibrate, entailment_probs_from_logits, reliability_diagram
+    from ..calibration import calibrate, entailment_probs_from_logits, reliability_diagram
 
     val_logits, val_labels = _logits(trainer, encoded["val"])
     fitted = calibrate(val_logits, val_labels, n_bins=args.calibration_bins)
@@ -251,8 +271,12 @@ def calibrate_and_save(trainer: Any, tokenizer: Any, args: HeadTrainingArguments
     return calibration
 
 
+class TrainingCollapsed(RuntimeError):
+    """A trained head does no better than the majority class on its held-out pairs (see :func:`check_not_collapsed`)."""
+
+
 def check_not_collapsed(stage: str, calibration: dict[str, Any]) -> None:
-    """Stop (``SystemExit``) when a head does no better on its held-out test pairs than the majority class.
+    """Raise :class:`TrainingCollapsed` when a head does no better on its held-out test pairs than the majority class.
 
     A run can diverge at the warmup peak and settle on a constant output (loss 0.693): on the stage-1 mix a rerun at
     lr 1e-3 did, at step ~60 (training/README.md). Such a head must not be exported or trained on further; it stays
@@ -264,7 +288,7 @@ def check_not_collapsed(stage: str, calibration: dict[str, Any]) -> None:
         return
     majority = max(split["entailed"], split["pairs"] - split["entailed"]) / split["pairs"]
     if test["accuracy"] < majority + 0.02:
-        raise SystemExit(
+        raise TrainingCollapsed(
             f"{stage}: held-out accuracy {test['accuracy']:.3f} is no better than always answering the majority "
             f"class ({majority:.3f}): training collapsed, so nothing is exported. Rerun with a lower learning_rate "
             "or more warmup_steps (or torch_threads: 1); the collapsed head is in its output_dir."
@@ -277,8 +301,8 @@ def save_head(model: Any, tokenizer: Any, folder: Path, calibration: dict[str, A
     An adapter records ``base_model`` as given (for the packaged encoder its name, resolved at load time, never this
     machine's path); the packaged encoder's tokenizer is not copied (it ships with the package).
     """
-    from ares_rerank.backbones.nli import EntailmentHead
-    from ares_rerank.calibration import write_calibration
+    from ..backbones.nli import EntailmentHead
+    from ..calibration import write_calibration
 
     head = EntailmentHead(model, tokenizer, temperature=calibration["temperature"], cache_size=0,
                           premise_selection=calibration["premise_selection"], max_length=calibration["max_length"])
@@ -301,7 +325,7 @@ def model_card(calibration: dict[str, Any]) -> str:
     return (
         "# ARES entailment head\n\n"
         f"LoRA adapter (r={training.get('lora_r')}) on `{calibration.get('base_model')}` with a 2-way head "
-        "(`not_entailment` / `entailment`), trained by `python -m training.train_head` (see training/README.md).\n\n"
+        "(`not_entailment` / `entailment`), trained with `ares-rerank train head` (`ares_rerank.training.head`).\n\n"
         f"- premise selection: `{calibration.get('premise_selection')}`; "
         f"window {calibration.get('max_length')} tokens\n"
         f"- training mix: {mix.get('num_chains')} ClaimTrees chains, templates {mix.get('templates')}, "

@@ -1,5 +1,5 @@
-"""Backbones by name for the harness: ``module:attr`` factories, and everything ``ares_rerank.load_backbone``
-knows (``"claimtrees-oracle"``, ``"default"`` once the shipped head exists, a hub id, a local model folder).
+"""What the harness needs around a backbone (loaded by :func:`ares_rerank.load_backbone`): a cache key per backbone
+and a wrapper that counts the work reaching it.
 
 The cache key of a backbone (:func:`backbone_cache_key`) names it and, for ``"default"`` and local folders, carries a
 fingerprint of the folder's files: retraining the head behind a name can never serve its old cached scores. A hub id
@@ -9,7 +9,6 @@ is keyed by name only (``--refresh`` after the hub model changes).
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import re
 from pathlib import Path
@@ -19,46 +18,7 @@ from ares_rerank.backbones.base import call_backbone
 from ares_rerank.backbones.selection import premise_selector
 
 
-__all__ = ["CountingBackbone", "backbone_cache_key", "backbone_key", "folder_fingerprint", "resolve_backbone"]
-
-
-def _from_factory(spec: str) -> Any:
-    """``package.module:attr``: a backbone object, or a zero-argument callable that returns one."""
-    module_name, attr = spec.split(":", 1)
-    try:
-        obj = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as err:
-        raise ValueError(f"backbone={spec!r}: cannot import {attr!r} from {module_name!r} ({err}).") from err
-    is_instance = hasattr(obj, "entailment_probs") and not isinstance(obj, type)  # a class is a factory
-    return obj if is_instance else obj()
-
-
-def resolve_backbone(name: str, kind: str | None = None, **options: Any) -> Any:
-    """The backbone called ``name``.
-
-    Args:
-        name: ``"package.module:attr"`` (an object with ``entailment_probs``, or a factory / class returning one),
-            or anything ``ares_rerank.load_backbone`` accepts (``"claimtrees-oracle"``, ``"default"``, a hub id, a
-            local model folder).
-        kind: Backbone kind passed to ``load_backbone`` (``"nli"``, ``"prm"``, ``"judge"``, ...); ``None`` = infer.
-        **options: Keyword arguments for ``load_backbone`` (e.g. ``overlong_steps="truncate"``).
-
-    Returns:
-        An object with ``entailment_probs(premises, hypotheses)``.
-    """
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"backbone={name!r} must be a non-empty string, e.g. 'claimtrees-oracle'.")
-    if re.fullmatch(r"[\w.]+:\w+", name):
-        if options:
-            raise ValueError(f"backbone options {sorted(options)} apply to load_backbone names, not to {name!r}.")
-        backbone = _from_factory(name)
-    else:
-        from ares_rerank import load_backbone
-
-        backbone = load_backbone(name, kind=kind, **options)
-    if not hasattr(backbone, "entailment_probs"):
-        raise TypeError(f"backbone={name!r} resolved to {type(backbone).__name__}, which has no entailment_probs().")
-    return backbone
+__all__ = ["CountingBackbone", "backbone_cache_key", "backbone_key", "folder_fingerprint"]
 
 
 def backbone_key(name: str, kind: str | None = None) -> str:

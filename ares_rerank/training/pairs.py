@@ -31,9 +31,9 @@ import hashlib
 import random
 from typing import Any, Callable, Sequence
 
-from ares_rerank.backbones.base import Backbone, call_backbone
-from ares_rerank.backbones.selection import PremiseSelector, apply_selector, get_selector
-from ares_rerank.chain import Chain
+from ..backbones.base import Backbone, call_backbone
+from ..backbones.selection import PremiseSelector, apply_selector, get_selector
+from ..chain import Chain
 
 
 __all__ = ["PAIR_KINDS", "build_pairs", "chain_pairs", "pairs_dataset", "split_chains", "subset_masks"]

@@ -1,14 +1,14 @@
 """Run methods on a benchmark with one backbone: score (cached), then the paper's protocol; JSON + markdown out.
 
-    python -m eval.runner --task claimtrees --length 10 --n 100 --backbone claimtrees-oracle \\
-        --methods ares,entail-prev,entail-base,roscoe-li-self,roscoe-li-source,receval-inter
+From the shell: ``ares-rerank eval`` (:mod:`ares_rerank.commands.eval`). From Python::
 
-The same options as ``ares-rerank eval`` (defined once, in :mod:`ares_rerank.commands.eval`).
+    from ares_rerank.evaluation import ScoreCache, evaluate, load_task
+    task = load_task("claimtrees", length=10, n=100)
+    results = evaluate(task, load_backbone("claimtrees-oracle"), ["ares", "entail-prev"], cache=ScoreCache("cache"))
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import time
@@ -18,18 +18,17 @@ from typing import Any, Sequence
 
 from ares_rerank.chain import Chain, ChainScores
 from ares_rerank.estimator import AresConfig
+from ares_rerank.io import write_atomic
 from ares_rerank.scoring import METHODS, score_chains
 
-from .backbones import CountingBackbone, backbone_cache_key, backbone_key, resolve_backbone
+from .backbones import CountingBackbone, backbone_cache_key
 from .cache import ScoreCache, method_key
 from .protocol import best_of_2, cross_validate, fold_prevalences, processbench_cv, sample_efficiency
 from .report import results_markdown
-from .tasks import TaskData, load_task
+from .tasks import TaskData
 
 
-__all__ = ["config_from_args", "evaluate", "main", "run_from_args", "score_cached", "task_options"]
-
-DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "results" / "raw"
+__all__ = ["evaluate", "score_cached", "summarize", "write_results"]
 
 
 def score_cached(
@@ -136,7 +135,7 @@ def evaluate(
         methods: ``"ares"`` and/or baseline names.
         config: ARES settings (default ``AresConfig()``: p = 1, eps = delta = 0.1, auto mode).
         backbone_name: Names the backbone in the results and the cache (with a fingerprint of the files when it
-            is ``"default"`` or a local folder, see :func:`eval.backbones.backbone_cache_key`).
+            is ``"default"`` or a local folder, see :func:`ares_rerank.evaluation.backbones.backbone_cache_key`).
         backbone_kind, backbone_options: The ``kind`` and load options it was loaded with (part of the cache key).
         cache, refresh, batch_size, progress: See :func:`score_cached`.
 
@@ -171,74 +170,10 @@ def evaluate(
     return results
 
 
-def task_options(args: argparse.Namespace) -> dict[str, Any]:
-    split_list = lambda v: [x.strip() for x in v.split(",") if x.strip()] if v else None  # noqa: E731
-    return {
-        "n": args.n, "start": args.start, "length": args.length, "variant": args.variant, "sources": args.sources,
-        "depth": args.depth, "valid": args.valid, "inserted": args.inserted, "paper_compat": args.paper_compat,
-        "path": args.path, "data_dir": args.data_dir, "split": args.split,
-        "classifications": split_list(args.classifications), "tasks": split_list(args.tasks),
-        "labels": args.labels, "question": args.question, "out_of_range": args.out_of_range,
-    }
-
-
-def backbone_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``--backbone-options`` as a dict (a JSON object of load_backbone keyword arguments)."""
-    raw = args.backbone_options
-    if not raw:
-        return {}
-    try:
-        options = json.loads(raw)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"--backbone-options={raw!r} is not JSON ({err}); e.g. '{{\"overlong_steps\": \"truncate\"}}'.")
-    if not isinstance(options, dict):
-        raise ValueError(f"--backbone-options={raw!r} must be a JSON object, e.g. '{{\"overlong_steps\": \"truncate\"}}'.")
-    return options
-
-
-def config_from_args(args: argparse.Namespace) -> AresConfig:
-    """The ARES settings given on the command line (options left out keep :class:`AresConfig`'s defaults)."""
-    extra = {} if args.prune_mass is None else {"prune_mass": args.prune_mass}
-    return AresConfig(eps=args.eps, delta=args.delta, prior=args.prior, mode=args.mode, seed=args.seed,
-                      max_masks=args.max_masks, **extra)
-
-
-def run_from_args(args: argparse.Namespace) -> int:
-    """Run the harness for parsed options; writes ``<out>/<name>.json`` and ``.md`` and prints the table."""
-    task = load_task(args.task, **task_options(args))
-    if args.sample is not None:
-        task = task.subsample(args.sample, args.sample_seed)
-    options = backbone_options(args)
-    backbone = resolve_backbone(args.backbone, args.kind, **options)
-    config = config_from_args(args)
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    cache = None if args.no_cache else ScoreCache(args.cache_dir) if args.cache_dir else ScoreCache()
-    results = evaluate(task, backbone, methods, config, backbone_name=args.backbone, backbone_kind=args.kind,
-                       backbone_options=options, cache=cache, refresh=args.refresh, batch_size=args.batch_size,
-                       progress=not args.no_progress)
-    out_dir = Path(args.out) if args.out else DEFAULT_OUT_DIR
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = args.name or f"{task.key}__{backbone_key(args.backbone, args.kind)}"
-    table = results_markdown(results)
-    (out_dir / f"{stem}.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
-    (out_dir / f"{stem}.md").write_text(table + "\n", encoding="utf-8")
-    print(table)
-    print(f"\nwrote {out_dir / stem}.json and .md")
-    return 0
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from ares_rerank.commands.eval import add_arguments
-
-    parser = argparse.ArgumentParser(prog="python -m eval.runner", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return run_from_args(build_parser().parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def write_results(results: dict[str, Any], out_dir: str | Path, stem: str) -> Path:
+    """Write ``<out_dir>/<stem>.json`` (the results) and ``.md`` (their table), each atomically; returns the JSON
+    path."""
+    out_dir = Path(out_dir)
+    write_atomic(out_dir / f"{stem}.json", json.dumps(results, indent=1))
+    write_atomic(out_dir / f"{stem}.md", results_markdown(results) + "\n")
+    return out_dir / f"{stem}.json"

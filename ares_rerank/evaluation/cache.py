@@ -2,7 +2,8 @@
 
 Scores depend only on a chain's text, the backbone and the method's settings (ARES seeds its sampler with the
 chain's text), so a cached chain is never re-scored: re-thresholding, adding a method, or growing N re-runs the
-backbone only on what is new. Files live under ``eval/cache/`` (git-ignored).
+backbone only on what is new. Files live under the folder the caller names (``ares-rerank eval --cache-dir``,
+default ``./ares-eval/cache``; the checkout's benchmark scripts use ``eval/cache/``, git-ignored).
 """
 
 from __future__ import annotations
@@ -11,17 +12,15 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
 from ares_rerank.chain import Chain, ChainScores
 from ares_rerank.estimator import AresConfig
+from ares_rerank.io import write_atomic
 
 
-__all__ = ["DEFAULT_CACHE_DIR", "ScoreCache", "method_key", "write_atomic"]
-
-DEFAULT_CACHE_DIR = Path(__file__).resolve().parent / "cache"
+__all__ = ["ScoreCache", "method_key"]
 
 
 def method_key(method: str, config: AresConfig | None = None) -> str:
@@ -34,9 +33,13 @@ def method_key(method: str, config: AresConfig | None = None) -> str:
         return method
     c = config or AresConfig()
     settings = {k: v for k, v in asdict(c).items() if k != "threshold"}
-    settings["prior"] = [float(p) for p in c.prior] if not isinstance(c.prior, (int, float)) else float(c.prior)
+    settings["prior"] = float(c.prior)
+    if c.base_priors is None:
+        del settings["base_priors"]  # keys written before the field existed stay valid
+    else:
+        settings["prior"] = [float(p) for p in c.base_priors]
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
-    prior = f"{c.prior:g}" if isinstance(c.prior, (int, float)) else "list"
+    prior = f"{c.prior:g}" if c.base_priors is None else "list"
     return f"ares-p{prior}-eps{c.eps:g}-delta{c.delta:g}-{c.mode}-{digest}"
 
 
@@ -51,7 +54,7 @@ class ScoreCache:
         root: The cache folder (created on first write).
     """
 
-    def __init__(self, root: str | os.PathLike[str] = DEFAULT_CACHE_DIR) -> None:
+    def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
 
     def path(self, task_key: str, backbone_key: str, method: str) -> Path:
@@ -82,14 +85,3 @@ class ScoreCache:
         entries = self.load(task_key, backbone_key, method)
         entries.update({fp: scores.to_dict() for fp, scores in new.items()})
         write_atomic(path, json.dumps(entries))
-
-
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path`` and move it into place: a killed run never leaves half a
-    file (the parent folder is created)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)

@@ -1,0 +1,165 @@
+"""Command-line options shared by the commands, each defined once.
+
+- ARES estimator options are generated from :class:`~ares_rerank.estimator.AresConfig`'s fields and their help text
+  (:func:`add_config_arguments`, :func:`config_from_args`), so ``score``, ``rank``, ``eval`` and
+  ``python -m ares_rerank.distributed`` accept the same flags with the same defaults.
+- Backbone options (:func:`add_backbone_arguments`, :func:`backbone_from_args`): ``--backbone``, ``--kind`` and
+  ``--backbone-options`` (a JSON object of :func:`~ares_rerank.load_backbone` keyword arguments, e.g.
+  ``'{"trust_remote_code": true}'``).
+- Input / output and step splitting (:func:`add_io_arguments`, :func:`add_chain_text_arguments`,
+  :func:`step_separator`): one escaping rule for ``--step-separator`` everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import typing
+from pathlib import Path
+from typing import Any, Sequence
+
+
+__all__ = [
+    "add_backbone_arguments",
+    "add_chain_text_arguments",
+    "add_config_arguments",
+    "add_io_arguments",
+    "add_run_arguments",
+    "backbone_from_args",
+    "backbone_options",
+    "config_from_args",
+    "input_path",
+    "positive",
+    "step_separator",
+]
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _argparse_type(annotation: Any) -> tuple[Any, dict[str, Any]]:
+    """``(type, extra add_argument kwargs)`` for a dataclass field annotation (Optional and list[...] unwrapped)."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        annotation = args[0]
+    if typing.get_origin(annotation) is list:
+        return typing.get_args(annotation)[0], {"nargs": "+"}
+    return annotation, {}
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, exclude: Sequence[str] = ()) -> None:
+    """One flag per :class:`AresConfig` field (``max_masks`` -> ``--max-masks``), with the field's help and default.
+
+    Args:
+        parser: The parser (the options go in an "ARES estimator" group).
+        exclude: Field names this command does not take (e.g. ``threshold`` where it has no meaning).
+    """
+    from ..estimator import AresConfig
+
+    hints = typing.get_type_hints(AresConfig)
+    group = parser.add_argument_group("ARES estimator (AresConfig fields)")
+    for field in dataclasses.fields(AresConfig):
+        if field.name in exclude:
+            continue
+        kind, extra = _argparse_type(hints[field.name])
+        extra.update({k: v for k, v in field.metadata.items() if k != "help"})
+        default = None if field.default is dataclasses.MISSING else field.default
+        group.add_argument(_flag(field.name), dest=field.name, type=kind, default=default,
+                           help=f"{field.metadata.get('help', '')} (default: {default})", **extra)
+
+
+def config_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`AresConfig` of parsed options (fields a command did not add keep their defaults)."""
+    from ..estimator import AresConfig
+
+    return AresConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(AresConfig) if hasattr(args, f.name)})
+
+
+def add_backbone_arguments(parser: argparse.ArgumentParser, default: str = "default") -> None:
+    """``--backbone``, ``--kind`` and ``--backbone-options``: what :func:`backbone_from_args` loads."""
+    group = parser.add_argument_group("backbone")
+    group.add_argument("--backbone", default=default,
+                       help="'default' (the shipped head), a model folder or hub id, a server URL (with --kind), "
+                            f"'claimtrees-oracle', or 'package.module:attr' (default: {default}).")
+    from ..backbones.loading import KINDS
+
+    group.add_argument("--kind", default=None, choices=KINDS,
+                       help="Backbone kind for load_backbone; detected from a model folder's config when left out.")
+    group.add_argument("--backbone-options", default=None, metavar="JSON",
+                       help='A JSON object of load_backbone keyword arguments, e.g. \'{"trust_remote_code": true}\' '
+                            'or \'{"overlong_steps": "truncate"}\'.')
+
+
+def backbone_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--backbone-options`` as a dict (empty when not given)."""
+    raw = args.backbone_options
+    if not raw:
+        return {}
+    try:
+        options = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--backbone-options={raw!r} is not JSON ({err}); e.g. '{{\"trust_remote_code\": true}}'.")
+    if not isinstance(options, dict):
+        raise ValueError(f"--backbone-options={raw!r} must be a JSON object, e.g. '{{\"trust_remote_code\": true}}'.")
+    return options
+
+
+def backbone_from_args(args: argparse.Namespace, **extra: Any) -> Any:
+    """Load ``--backbone`` with ``--kind`` and ``--backbone-options`` (plus ``extra`` keyword arguments)."""
+    from ..backbones.loading import load_backbone
+
+    return load_backbone(args.backbone, kind=args.kind, **{**backbone_options(args), **extra})
+
+
+def add_io_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    """The input JSONL file (positional or ``--input``; ``-`` = standard input) and ``--output``."""
+    parser.add_argument("input_file", nargs="?", type=Path, default=None, metavar="INPUT",
+                        help=f"JSONL file of {what} ('-' for standard input); or give --input.")
+    parser.add_argument("--input", type=Path, default=None, help="The same as the positional INPUT.")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="Write JSONL results here (written to a temporary file and moved into place at the end; "
+                             "default: standard output).")
+
+
+def input_path(args: argparse.Namespace) -> Path:
+    """The one input path of :func:`add_io_arguments` (positional or ``--input``, not both)."""
+    if args.input_file is not None and args.input is not None and args.input_file != args.input:
+        raise ValueError(f"two inputs given (INPUT={str(args.input_file)!r} and --input={str(args.input)!r}): "
+                         "give one.")
+    path = args.input if args.input is not None else args.input_file
+    if path is None:
+        raise ValueError("no input: give a JSONL file (positional INPUT or --input), or '-' for standard input.")
+    return path
+
+
+def add_chain_text_arguments(parser: argparse.ArgumentParser) -> None:
+    """How completion text becomes steps and prompt text becomes base claims."""
+    parser.add_argument("--step-separator", default="\\n\\n",
+                        help="Splits a completion into steps; '\\n' and '\\t' escapes are understood, 'sentences' "
+                             "splits into sentences (default: a blank line).")
+    parser.add_argument("--prompt-split", default="none", choices=["none", "sentences", "lines"],
+                        help="How the prompt becomes base claims (default: one claim).")
+
+
+def step_separator(text: str) -> str | None:
+    """The separator ``--step-separator`` means: escapes decoded; ``"sentences"`` -> ``None`` (sentence split)."""
+    if text == "sentences":
+        return None
+    if text == "":
+        raise ValueError("--step-separator='' would make every character a step: give e.g. '\\n\\n' or 'sentences'.")
+    return text.encode("latin-1", "backslashreplace").decode("unicode_escape") if "\\" in text else text
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, batch_size: int, unit: str) -> None:
+    """``--batch-size`` and ``--no-progress``."""
+    parser.add_argument("--batch-size", type=int, default=batch_size,
+                        help=f"{unit} per estimator call (default: {batch_size}).")
+    parser.add_argument("--no-progress", action="store_true", help="No progress bar.")
+
+
+def positive(value: Any, flag: str) -> None:
+    """Raise a one-line error unless ``value`` is None or a positive integer."""
+    if value is not None and (not isinstance(value, int) or value < 1):
+        raise ValueError(f"{flag}={value} must be a positive integer.")

@@ -1,0 +1,110 @@
+"""Every command takes the same estimator and backbone flags (generated once from AresConfig), and every user error
+ends as one line on stderr with exit status 2."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from transformers import HfArgumentParser
+
+from ares_rerank import AresConfig
+from ares_rerank.cli import build_parser, main
+
+
+DEMO = Path(__file__).resolve().parents[1] / "examples" / "claimtrees_demo.jsonl"
+
+
+def _flags(parser) -> dict[str, object]:
+    return {opt: action.default for action in parser._actions for opt in action.option_strings}  # argparse internals
+
+
+def _subparser(name: str):
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if a.dest == "command"]
+    return sub.choices[name]
+
+
+def test_estimator_and_backbone_flags_are_the_same_in_every_command():
+    from ares_rerank.distributed import _parser as distributed_parser
+
+    parsers = {name: _flags(_subparser(name)) for name in ("score", "rank", "eval")}
+    parsers["distributed"] = _flags(distributed_parser())
+    for field in dataclasses.fields(AresConfig):
+        flag = "--" + field.name.replace("_", "-")
+        for name, flags in parsers.items():
+            if name == "eval" and field.name == "threshold":
+                assert flag not in flags  # eval picks thresholds by cross-validation
+                continue
+            assert flags.get(flag, "missing") == field.default, (name, flag)
+    for flag in ("--backbone", "--kind", "--backbone-options", "--batch-size"):
+        assert all(flag in flags for flags in parsers.values()), flag
+    for flag in ("--step-separator", "--prompt-split"):  # eval's tasks give chains, not text
+        assert all(flag in parsers[name] for name in ("score", "rank", "distributed")), flag
+    for flag in ("--input", "--output", "--no-progress"):
+        assert flag in parsers["score"] and flag in parsers["rank"], flag
+
+
+def test_config_from_the_command_line_equals_the_dataclass():
+    from ares_rerank.commands.options import config_from_args
+
+    args = _subparser("score").parse_args(["x.jsonl", "--prior", "0.95", "--mode", "exact", "--max-masks", "8",
+                                           "--base-priors", "0.9", "1", "--prune-mass", "0"])
+    assert config_from_args(args) == AresConfig(prior=0.95, mode="exact", max_masks=8, base_priors=[0.9, 1.0],
+                                                prune_mass=0.0)
+    assert config_from_args(_subparser("rank").parse_args(["x.jsonl"])) == AresConfig()
+
+
+def test_aresconfig_works_with_hf_argument_parser():
+    (config,) = HfArgumentParser(AresConfig).parse_args_into_dataclasses(
+        ["--prior", "0.95", "--eps", "0.05", "--base_priors", "0.9", "0.8", "--mode", "sample"])
+    assert config == AresConfig(prior=0.95, eps=0.05, base_priors=[0.9, 0.8], mode="sample")
+    with pytest.raises(SystemExit):
+        HfArgumentParser(AresConfig).parse_args_into_dataclasses(["--mode", "magic"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["score", "missing.jsonl", "--backbone", "claimtrees-oracle"], "input file 'missing.jsonl' does not exist"),
+    (["score", "{data}", "--backbone", "claimtrees-oracle", "--eps", "2"], "AresConfig(eps=2.0) must be"),
+    (["score", "{data}", "--backbone", "claimtrees-oracle", "--backbone-options", "{{"], "is not JSON"),
+    (["score", "{data}", "--backbone", "no/such/model-folder"], "no/such/model-folder"),
+    (["score", "{data}", "--input", "other.jsonl", "--backbone", "claimtrees-oracle"], "give one"),
+    (["rank", "--input", "{data}", "--backbone", "claimtrees-oracle", "--batch-size", "0"], "--batch-size=0"),
+    (["eval", "--task", "nope", "--no-progress"], "task='nope' is unknown"),
+    (["calibrate", "default", "--pairs", "{data}"], "never modifies"),
+])
+def test_user_errors_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps({"base_claims": ["I have A"], "steps": ["I have A"]}) + "\n")
+    argv = [a.format(data=data) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "Traceback" not in err and len(err.splitlines()) == 1, err
+
+
+def test_output_is_written_atomically(tmp_path, monkeypatch, capsys):
+    """A run that fails half way leaves the old output file as it was, and no temporary file behind."""
+    from ares_rerank.commands import score
+
+    data, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    data.write_text(DEMO.read_text())
+    out.write_text("previous results\n")
+    monkeypatch.setattr(score, "atomic_open", _failing_after_write(score.atomic_open))
+    assert main(["score", str(data), "--backbone", "claimtrees-oracle", "--output", str(out)]) == 2
+    assert out.read_text() == "previous results\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.jsonl"]
+    assert "disk full" in capsys.readouterr().err
+
+
+def _failing_after_write(atomic_open):
+    import contextlib
+
+    @contextlib.contextmanager
+    def opener(path):
+        with atomic_open(path) as handle:
+            yield handle
+            raise RuntimeError("disk full")
+
+    return opener

@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from .io import write_atomic
+
 from .backbones.hub import CALIBRATION_FILE, read_calibration
 
 
@@ -295,7 +297,6 @@ def write_calibration(directory: str | Path, values: dict[str, Any]) -> Path:
     path = Path(directory) / CALIBRATION_FILE
     merged = read_calibration(directory)
     merged.update(values)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_atomic(path, json.dumps(merged, indent=2, sort_keys=True) + "\n")
     return path
 

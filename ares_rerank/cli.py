@@ -9,7 +9,9 @@ import argparse
 import importlib
 import importlib.util
 import os
+import signal
 import sys
+import threading
 from typing import Sequence
 
 
@@ -42,6 +44,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if on_main_thread else None
+    if previous == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run the way Ctrl-C does: files stay consistent
     try:
         module = importlib.import_module(f"ares_rerank.commands.{args.command}")
         return int(module.run(args) or 0)
@@ -53,6 +59,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"ares-rerank {args.command}: error: {describe_error(err)}", file=sys.stderr)
         return 2
+    finally:
+        if previous == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def describe_error(err: BaseException) -> str:
@@ -64,6 +77,8 @@ def describe_error(err: BaseException) -> str:
     text = " ".join(str(err).split()) or type(err).__name__
     if isinstance(err, (ValueError, FileNotFoundError, FileExistsError, PermissionError, TypeError)):
         return text
+    if isinstance(err, OSError) and err.strerror:
+        return f"{err.strerror}" + (f": {err.filename}" if err.filename else "") + "."
     return f"{type(err).__name__}: {text} (ARES_DEBUG=1 shows the traceback)"
 
 

@@ -8,15 +8,27 @@ leaves the old file (or none), never a torn one.
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
-from typing import Any, Iterator, TextIO
+from typing import Any, Iterator, Sequence
 
 
-__all__ = ["atomic_open", "read_chains", "read_jsonl", "write_atomic"]
+__all__ = [
+    "ResumableOutput",
+    "atomic_open",
+    "check_output_dir",
+    "check_output_path",
+    "file_signature",
+    "read_chains",
+    "read_jsonl",
+    "remove_stale_temps",
+    "write_atomic",
+]
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> list[tuple[int, Any]]:
@@ -43,22 +55,166 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[tuple[int, Any]]:
     return records
 
 
+STALE_TEMP_SECONDS = 3600  # a temporary file of ours older than this is left over from a killed run
+
+
+def remove_stale_temps(path: Path) -> None:
+    """Remove temporary files :func:`atomic_open` left beside ``path`` in runs that were killed (SIGKILL cannot be
+    caught) more than :data:`STALE_TEMP_SECONDS` ago."""
+    now = time.time()
+    for old in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        with contextlib.suppress(OSError):
+            if now - old.lstat().st_mtime > STALE_TEMP_SECONDS:
+                old.unlink()
+
+
 @contextlib.contextmanager
-def atomic_open(path: str | os.PathLike[str]) -> Iterator[TextIO]:
-    """Open ``path`` for writing text so that it appears only complete: a temporary file beside it is moved into
-    place when the ``with`` block ends without an error, and removed when it raises (the parent folder is created).
+def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[Any]:
+    """Open ``path`` for writing (``mode`` ``"w"`` text, ``"wb"`` bytes) so that it appears only complete: a temporary
+    file beside it is moved into place when the ``with`` block ends without an error, and removed when it raises (the
+    parent folder is created). A symlink at ``path`` is replaced by the file, never written through.
     """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_open(mode={mode!r}) writes a whole new file: use 'w' or 'wb'.")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as handle:
             yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def check_output_path(path: str | os.PathLike[str], *, flag: str = "--output",
+                      inputs: Sequence[str | os.PathLike[str]] = ()) -> Path:
+    """Check, before any work, that results can be written to the file ``path``.
+
+    Raises:
+        ValueError: ``path`` is a folder, is one of ``inputs`` (it would be overwritten), or its folder cannot be
+            created or written; the message names ``flag``, the path and the fix.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{flag}={str(path)!r} is a folder: name a file inside it, e.g. {str(path / 'out.jsonl')!r}.")
+    for source in inputs:
+        if str(source) != "-" and Path(source).exists() and path.exists() and os.path.samefile(source, path):
+            raise ValueError(f"{flag}={str(path)!r} is the input file: writing it would destroy the input; name "
+                             "another file.")
+    check_output_dir(path.parent, flag=flag)
+    return path
+
+
+def check_output_dir(folder: str | os.PathLike[str], *, flag: str = "--out") -> Path:
+    """Create ``folder`` if needed and check it is a writable folder (before any work)."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"{flag}: cannot create the folder {str(folder)!r} ({err.strerror or err}).") from err
+    if not folder.is_dir():
+        raise ValueError(f"{flag}: {str(folder)!r} is not a folder.")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise ValueError(f"{flag}: cannot write in the folder {str(folder)!r} ({err.strerror or err}).") from err
+    return folder
+
+
+class ResumableOutput:
+    """JSON-lines results written batch by batch, so that a long run that stops can resume where it stopped.
+
+    Records go to ``.<name>.partial`` beside ``path`` (flushed and synced after every batch), whose first line records
+    the run's ``settings``; :meth:`finish` moves it onto ``path``, so ``path`` only ever holds a complete result and an
+    existing ``path`` stays untouched until then. A rerun with the same settings resumes: :attr:`count` records are
+    already written (a torn last line from a killed run is dropped) and the caller skips that many inputs. Other
+    settings (put the input file's :func:`file_signature` in them) refuse to mix results.
+
+    Args:
+        path: The final output file.
+        settings: What makes records comparable (command, backbone, method, estimator settings, input file...).
+        resume: ``False`` discards an existing partial file instead of continuing it.
+    """
+
+    MARKER = "ares_rerank_partial"
+
+    def __init__(self, path: str | os.PathLike[str], settings: dict[str, Any], resume: bool = True) -> None:
+        self.path = Path(path)
+        self.partial = self.path.with_name(f".{self.path.name}.partial")
+        self.settings = json.loads(json.dumps(settings, default=str))
+        self.count = 0
+        self._started = resume and self.partial.is_file()  # a fresh partial file is written with the first batch
+        if self._started:
+            self.count = self._read_partial()
+
+    def _read_partial(self) -> int:
+        raw = self.partial.read_bytes()
+        lines = raw.split(b"\n")
+        complete = lines[:-1]  # a killed run may leave half a line after the last newline
+        try:
+            header = json.loads(complete[0]) if complete else {}
+        except ValueError:
+            header = {}
+        if header.get(self.MARKER) != 1 or header.get("settings") != self.settings:
+            raise ValueError(
+                f"{str(self.partial)!r} holds partial results of a run with other settings (or is not ours): rerun "
+                "with --no-resume to discard it, or rerun the original command to finish it."
+            )
+        count = 0
+        for line in complete[1:]:
+            try:
+                json.loads(line)
+            except ValueError:
+                break  # everything after a torn line is rewritten
+            count += 1
+        keep = len(b"\n".join(complete[: count + 1])) + 1
+        if keep != len(raw):
+            with open(self.partial, "r+b") as handle:
+                handle.truncate(keep)
+        return count
+
+    def append(self, records: Sequence[Any]) -> None:
+        """Add one batch of records and make it durable."""
+        if not self._started:
+            write_atomic(self.partial, json.dumps({self.MARKER: 1, "settings": self.settings}) + "\n")
+            self._started = True
+        size = self.partial.stat().st_size
+        try:
+            with open(self.partial, "a", encoding="utf-8") as handle:
+                handle.writelines(json.dumps(record) + "\n" for record in records)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.truncate(self.partial, size)  # a failed batch (full disk, Ctrl-C) leaves whole lines only
+            raise
+        self.count += len(records)
+
+    def finish(self) -> Path:
+        """Write the complete result to ``path`` (atomically) and remove the partial file."""
+        with atomic_open(self.path) as out:
+            if self._started:
+                with open(self.partial, encoding="utf-8") as partial:
+                    partial.readline()  # the settings header
+                    for line in partial:
+                        out.write(line)
+        self.partial.unlink(missing_ok=True)
+        return self.path
+
+
+def file_signature(path: str | os.PathLike[str]) -> str:
+    """Path, size and modification time of a file: enough to tell that a resumed run reads the same input."""
+    if str(path) == "-":
+        return "-"
+    stat = Path(path).stat()
+    return f"{Path(path).resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:

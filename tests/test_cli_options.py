@@ -82,29 +82,3 @@ def test_user_errors_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "Traceback" not in err and len(err.splitlines()) == 1, err
-
-
-def test_output_is_written_atomically(tmp_path, monkeypatch, capsys):
-    """A run that fails half way leaves the old output file as it was, and no temporary file behind."""
-    from ares_rerank.commands import score
-
-    data, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
-    data.write_text(DEMO.read_text())
-    out.write_text("previous results\n")
-    monkeypatch.setattr(score, "atomic_open", _failing_after_write(score.atomic_open))
-    assert main(["score", str(data), "--backbone", "claimtrees-oracle", "--output", str(out)]) == 2
-    assert out.read_text() == "previous results\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.jsonl"]
-    assert "disk full" in capsys.readouterr().err
-
-
-def _failing_after_write(atomic_open):
-    import contextlib
-
-    @contextlib.contextmanager
-    def opener(path):
-        with atomic_open(path) as handle:
-            yield handle
-            raise RuntimeError("disk full")
-
-    return opener

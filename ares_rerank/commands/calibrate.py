@@ -24,7 +24,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..io import read_jsonl
+from ..io import check_output_path, read_jsonl
 
 
 def register(subparsers: Any) -> None:
@@ -112,6 +112,8 @@ def run(args: argparse.Namespace) -> int:
 
     writes = not (args.dry_run or args.evaluate_only)
     folder = target_folder(args.head, args.output_dir) if writes else None  # checked before any work
+    if args.plot:
+        check_output_path(args.plot, flag="--plot")
     head = load_backbone(args.head, kind="nli", batch_size=args.batch_size)
     rows = read_pairs(args.pairs) if args.pairs else config_pairs(args.config, args.split)
     logits = head.logits([r["premises"] for r in rows], [r["hypothesis"] for r in rows])

@@ -82,9 +82,11 @@ def task_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from ..evaluation import ScoreCache, backbone_key, evaluate, load_task, write_results
+    from ..io import check_output_dir
 
     options.positive(args.batch_size, "--batch-size")
     options.positive(args.sample, "--sample")
+    check_output_dir(args.out, flag="--out")  # before any work
     task = load_task(args.task, **task_options(args))
     if args.sample is not None:
         task = task.subsample(args.sample, args.sample_seed)

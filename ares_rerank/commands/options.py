@@ -13,11 +13,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
+import sys
 import typing
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 
 __all__ = [
@@ -30,6 +32,8 @@ __all__ = [
     "backbone_options",
     "config_from_args",
     "input_path",
+    "keep_partial_on_failure",
+    "open_results",
     "positive",
     "step_separator",
 ]
@@ -119,8 +123,11 @@ def add_io_arguments(parser: argparse.ArgumentParser, what: str) -> None:
                         help=f"JSONL file of {what} ('-' for standard input); or give --input.")
     parser.add_argument("--input", type=Path, default=None, help="The same as the positional INPUT.")
     parser.add_argument("--output", type=Path, default=None,
-                        help="Write JSONL results here (written to a temporary file and moved into place at the end; "
-                             "default: standard output).")
+                        help="Write JSONL results here (default: standard output). Checked before any work; results "
+                             "go batch by batch to .<name>.partial beside it and replace the file only when complete, "
+                             "so a stopped run leaves the old file intact and a rerun resumes.")
+    parser.add_argument("--no-resume", action="store_true",
+                        help="Discard the partial results of an earlier stopped run instead of continuing them.")
 
 
 def input_path(args: argparse.Namespace) -> Path:
@@ -163,3 +170,45 @@ def positive(value: Any, flag: str) -> None:
     """Raise a one-line error unless ``value`` is None or a positive integer."""
     if value is not None and (not isinstance(value, int) or value < 1):
         raise ValueError(f"{flag}={value} must be a positive integer.")
+
+
+# Options that do not change a single result: a run resumed with other values continues the same results.
+_NOT_RESULT_SETTINGS = {"output", "no_resume", "no_progress", "batch_size", "input", "input_file", "command"}
+
+
+class _StandardOutput:
+    """Results streamed to standard output (nothing to resume)."""
+
+    count = 0
+
+    def append(self, records: Sequence[Any]) -> None:
+        sys.stdout.writelines(json.dumps(record) + "\n" for record in records)
+        sys.stdout.flush()
+
+    def finish(self) -> None:
+        return None
+
+
+def open_results(args: argparse.Namespace, source: Path) -> Any:
+    """Where a command's JSONL results go: ``--output`` (checked now, before any work; resumable, see
+    :class:`~ares_rerank.io.ResumableOutput`) or standard output. ``.count`` records are already done."""
+    from ..io import ResumableOutput, check_output_path, file_signature
+
+    if args.output is None:
+        return _StandardOutput()
+    check_output_path(args.output, inputs=[source])
+    settings = {k: v for k, v in sorted(vars(args).items()) if k not in _NOT_RESULT_SETTINGS}
+    settings.update(command=args.command, input=file_signature(source))
+    return ResumableOutput(args.output, settings, resume=not args.no_resume and str(source) != "-")
+
+
+@contextlib.contextmanager
+def keep_partial_on_failure(results: Any) -> Iterator[None]:
+    """Say where the partial results of a stopped run are (they stay for a rerun to resume)."""
+    try:
+        yield
+    except BaseException:
+        if getattr(results, "count", 0) and hasattr(results, "partial"):
+            print(f"ares-rerank: {results.count} results so far are kept in {results.partial}; rerun the same command "
+                  "to resume (--no-resume starts over).", file=sys.stderr)
+        raise

@@ -12,9 +12,9 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Iterator, TextIO
+from typing import Any, Iterator
 
-from ..io import atomic_open, read_jsonl
+from ..io import read_jsonl
 from . import options
 
 
@@ -69,7 +69,7 @@ def _result(record: dict[str, Any], scored: list[dict[str, Any]], top_k: int | N
     }
 
 
-def _rank_all(args: argparse.Namespace, records: list[dict[str, Any]], out: TextIO) -> None:
+def _rank_all(args: argparse.Namespace, records: list[dict[str, Any]], results: Any) -> None:
     from tqdm.auto import tqdm
 
     from ..rerank import AresReranker
@@ -79,24 +79,26 @@ def _rank_all(args: argparse.Namespace, records: list[dict[str, Any]], out: Text
     reranker = AresReranker(backbone, config=config, method=args.method,
                             step_separator=options.step_separator(args.step_separator),
                             prompt_split=args.prompt_split, aggregate=args.aggregate)
-    with tqdm(total=len(records), desc="ranking", unit="prompt", disable=args.no_progress, file=sys.stderr) as bar:
-        for batch in _batches(records, args.batch_size):
+    todo = records[results.count:]
+    with tqdm(total=len(records), initial=results.count, desc="ranking", unit="prompt", disable=args.no_progress,
+              file=sys.stderr) as bar:
+        for batch in _batches(todo, args.batch_size):
             prompts = [r[args.prompt_key] for r in batch]
             candidates = [r[args.candidates_key] for r in batch]
-            for record, scored in zip(batch, reranker.score_batch(prompts, candidates)):
-                out.write(json.dumps(_result(record, scored, args.top_k)) + "\n")
+            scored = reranker.score_batch(prompts, candidates)
+            results.append([_result(record, one, args.top_k) for record, one in zip(batch, scored)])
             bar.update(len(batch))
 
 
 def run(args: argparse.Namespace) -> int:
     options.positive(args.top_k, "--top-k")
     options.positive(args.batch_size, "--batch-size")
-    records = _read(options.input_path(args), args.prompt_key, args.candidates_key)
-    if args.output:
-        with atomic_open(args.output) as out:
-            _rank_all(args, records, out)
-    else:
-        _rank_all(args, records, sys.stdout)
+    source = options.input_path(args)
+    results = options.open_results(args, source)  # checked before any work
+    records = _read(source, args.prompt_key, args.candidates_key)
+    with options.keep_partial_on_failure(results):
+        _rank_all(args, records, results)
+        results.finish()
     print(f"ranked {len(records)} prompts ({sum(len(r[args.candidates_key]) for r in records)} candidates) with "
           f"method={args.method}, aggregate={args.aggregate}", file=sys.stderr)
     return 0

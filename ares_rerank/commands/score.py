@@ -15,7 +15,7 @@ from typing import Any
 import json
 import sys
 
-from ..io import atomic_open, read_chains
+from ..io import read_chains
 from . import options
 
 
@@ -36,23 +36,25 @@ def run(args: argparse.Namespace) -> int:
     from ..scoring import score_chains
 
     options.positive(args.batch_size, "--batch-size")
-    chains = read_chains(options.input_path(args), options.step_separator(args.step_separator), args.prompt_split)
+    source = options.input_path(args)
+    results = options.open_results(args, source)  # checked before any work
+    chains = read_chains(source, options.step_separator(args.step_separator), args.prompt_split)
     config = options.config_from_args(args)
     backbone = options.backbone_from_args(args)
-    results = []
-    with tqdm(total=len(chains), desc="scoring", unit="chain", disable=args.no_progress, file=sys.stderr) as bar:
-        for start in range(0, len(chains), args.batch_size):
-            batch = chains[start:start + args.batch_size]
-            results += score_chains(batch, backbone, method=args.method, config=config)
+    todo, scored = chains[results.count:], []
+    with options.keep_partial_on_failure(results), tqdm(total=len(chains), initial=results.count, desc="scoring",
+                                                        unit="chain", disable=args.no_progress, file=sys.stderr) as bar:
+        for start in range(0, len(todo), args.batch_size):
+            batch = todo[start:start + args.batch_size]
+            batch_scores = score_chains(batch, backbone, method=args.method, config=config)
+            results.append([{"id": chain.id, **scores.to_dict(), "flags": scores.flags(config.threshold)}
+                            for chain, scores in zip(batch, batch_scores)])
+            scored += batch_scores
             bar.update(len(batch))
-    records = [json.dumps({"id": chain.id, **scores.to_dict(), "flags": scores.flags(config.threshold)})
-               for chain, scores in zip(chains, results)]
-    if args.output:
-        with atomic_open(args.output) as out:
-            out.writelines(line + "\n" for line in records)
-    else:
-        sys.stdout.writelines(line + "\n" for line in records)
-    _summary(chains, results, args.method, config.threshold, backbone)
+        results.finish()
+    if len(todo) < len(chains):
+        print(f"resumed: {len(chains) - len(todo)} chains were already scored by an earlier run", file=sys.stderr)
+    _summary(todo, scored, args.method, config.threshold, backbone)
     return 0
 
 

@@ -140,10 +140,12 @@ def plot_cost_vs_length(series: dict[str, dict[int, tuple[float, float]]], path:
 
 
 def _save(fig, path: str | Path) -> Path:  # noqa: ANN001 - a matplotlib Figure
+    from ares_rerank.io import atomic_open
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_open(path, "wb") as handle:
+        fig.savefig(handle, format="png", dpi=110)
     import matplotlib.pyplot as plt
 
     plt.close(fig)

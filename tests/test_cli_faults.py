@@ -1,0 +1,164 @@
+"""Fault injection for every CLI write: a run that ends badly (a typo, the output named as the input, a folder as the
+output, a full disk, Ctrl-C, `kill`, `kill -9`) leaves every existing file byte for byte as it was, never a torn one;
+a stopped run resumes where it stopped and ends with the same result as an uninterrupted one."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEMO = REPO_ROOT / "examples" / "claimtrees_demo.jsonl"
+OLD = "yesterday's results, which must survive\n"
+
+
+def _env(sleep: float = 0.0) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=f"{Path(__file__).parent}{os.pathsep}{REPO_ROOT}", PYTHONDONTWRITEBYTECODE="1",
+               ARES_TEST_SLEEP=str(sleep), HF_HUB_OFFLINE="1")
+    env.pop("ARES_DEBUG", None)
+    return env
+
+
+def _disk_limit(max_bytes: int):
+    def limit() -> None:  # runs in the child: writes beyond max_bytes fail with EFBIG instead of killing it
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
+    return limit
+
+
+def _cli(argv: list[str], cwd: Path, sleep: float = 0.0, max_bytes: int | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ares_rerank.cli", *argv], cwd=cwd, env=_env(sleep),
+                          capture_output=True, text=True, timeout=300,
+                          preexec_fn=_disk_limit(max_bytes) if max_bytes else None)
+
+
+def _inputs(tmp_path: Path) -> dict[str, Path]:
+    """Chains for score / distributed, candidates for rank (three prompts, two candidates each)."""
+    chains = tmp_path / "chains.jsonl"
+    chains.write_text(DEMO.read_text())
+    candidates = tmp_path / "candidates.jsonl"
+    with candidates.open("w") as f:
+        for line in DEMO.read_text().splitlines()[:3]:
+            chain = json.loads(line)
+            prompt = "\n".join(chain["base_claims"])
+            f.write(json.dumps({"prompt": prompt, "candidates": ["\n".join(chain["steps"]),
+                                                                 "\n".join(chain["steps"][:2])]}) + "\n")
+    return {"score": chains, "rank": candidates}
+
+
+def _argv(command: str, inputs: dict[str, Path], output: Path, backbone: str = "claimtrees-oracle") -> list[str]:
+    common = ["--backbone", backbone, "--output", str(output), "--batch-size", "1", "--no-progress"]
+    if command == "score":
+        return ["score", str(inputs["score"]), *common]
+    return ["rank", "--input", str(inputs["rank"]), "--step-separator", "\\n", "--prompt-split", "lines", *common]
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _one_line_error(done: subprocess.CompletedProcess) -> str:
+    lines = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert done.returncode == 2 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", ["score", "rank"])
+def test_a_failed_start_leaves_every_file_as_it_was(tmp_path, command):
+    inputs = _inputs(tmp_path)
+    output = tmp_path / "out.jsonl"
+    output.write_text(OLD)
+    before = _snapshot(tmp_path)
+    cases = {
+        "backbone typo": (_argv(command, inputs, output, backbone=str(tmp_path / "no-such-model")), "no-such-model"),
+        "output is the input": (_argv(command, inputs, inputs[command]), "is the input file"),
+        "output is a folder": (_argv(command, inputs, tmp_path), "is a folder"),
+        "output folder cannot exist": (_argv(command, inputs, inputs["score"] / "out.jsonl"), "cannot create"),
+    }
+    for name, (argv, message) in cases.items():
+        done = _cli(argv, tmp_path)
+        assert message in _one_line_error(done), (name, done.stderr)
+        assert _snapshot(tmp_path) == before, name
+
+
+@pytest.mark.parametrize("command", ["score", "rank"])
+def test_a_full_disk_leaves_the_old_output_and_no_torn_file(tmp_path, command):
+    inputs = _inputs(tmp_path)
+    output = tmp_path / "out.jsonl"
+    output.write_text(OLD * 200)  # larger than the limit: the old file is never rewritten, so it never hits it
+    done = _cli(_argv(command, inputs, output), tmp_path, max_bytes=1500)
+    assert "File too large" in _one_line_error(done)
+    assert output.read_text() == OLD * 200
+    partial = output.with_name(f".{output.name}.partial")
+    for line in partial.read_text().splitlines() if partial.exists() else []:
+        json.loads(line)  # whatever was kept for a resume is whole lines
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("command", ["score", "rank"])
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_a_stopped_run_keeps_the_old_output_and_resumes_to_the_same_result(tmp_path, command, stop):
+    inputs = _inputs(tmp_path)
+    clean = tmp_path / "clean.jsonl"
+    assert _cli(_argv(command, inputs, clean), tmp_path).returncode == 0
+    output = tmp_path / "out.jsonl"
+    output.write_text(OLD)
+    partial = output.with_name(f".{output.name}.partial")
+    argv = _argv(command, inputs, output, backbone="slow_backbone:SlowOracle")
+    process = subprocess.Popen([sys.executable, "-m", "ares_rerank.cli", *argv], cwd=tmp_path, env=_env(sleep=0.3),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not partial.exists() or len(partial.read_text().splitlines()) < 2):
+        time.sleep(0.05)  # the header and at least one batch are on disk
+    process.send_signal(stop)
+    _, stderr = process.communicate(timeout=60)
+    assert output.read_text() == OLD  # the stopped run never touched the result file
+    if stop != signal.SIGKILL:
+        assert process.returncode == 130 and "interrupted" in stderr and "rerun the same command" in stderr, stderr
+    kept = len(partial.read_text().splitlines()) - 1
+    assert kept >= 1
+    resumed = _cli(argv, tmp_path, sleep=0.0)
+    assert resumed.returncode == 0, resumed.stderr
+    assert output.read_bytes() == clean.read_bytes() and not partial.exists()
+    if command == "score":
+        assert f"resumed: {kept} chains" in resumed.stderr
+
+
+def test_a_partial_run_with_other_settings_is_not_mixed_in(tmp_path):
+    inputs = _inputs(tmp_path)
+    output = tmp_path / "out.jsonl"
+    partial = output.with_name(f".{output.name}.partial")
+    partial.write_text(json.dumps({"ares_rerank_partial": 1, "settings": {"method": "entail-prev"}}) + "\n{}\n")
+    done = _cli(_argv("score", inputs, output), tmp_path)
+    assert "--no-resume" in _one_line_error(done) and not output.exists()
+    assert _cli([*_argv("score", inputs, output), "--no-resume"], tmp_path).returncode == 0
+    assert len(output.read_text().splitlines()) == len(DEMO.read_text().splitlines()) and not partial.exists()
+
+
+def test_eval_and_distributed_outputs_survive_a_full_disk(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "mine.json").write_text(OLD * 200)
+    (results / "mine.md").write_text(OLD * 200)
+    before = _snapshot(results)
+    done = _cli(["eval", "--task", "claimtrees", "--length", "5", "--n", "20", "--methods", "ares,entail-prev",
+                 "--out", str(results), "--name", "mine", "--no-progress"], tmp_path, max_bytes=3000)
+    assert "File too large" in _one_line_error(done)
+    assert {k: v for k, v in _snapshot(results).items() if not k.startswith("cache")} == before
+
+    output = tmp_path / "scores.jsonl"
+    output.write_text(OLD * 200)
+    done = subprocess.run([sys.executable, "-m", "ares_rerank.distributed", "--data", str(DEMO), "--output",
+                           str(output), "--backbone", "claimtrees-oracle"], cwd=tmp_path, env=_env(),
+                          capture_output=True, text=True, timeout=300, preexec_fn=_disk_limit(1500))
+    assert done.returncode != 0 and output.read_text() == OLD * 200
+    assert not list(tmp_path.glob(".*.tmp"))

@@ -13,3 +13,13 @@ class SlowOracle(ClaimTreesOracle):
     def entailment_probs(self, premises, hypotheses):  # noqa: ANN001, ANN201 - the Backbone protocol
         time.sleep(float(os.environ.get("ARES_TEST_SLEEP", "0.2")))
         return super().entailment_probs(premises, hypotheses)
+
+
+class HashBackbone:
+    """A fast deterministic backbone for property tests of the CLI: a probability from a hash of the input."""
+
+    def entailment_probs(self, premises, hypotheses):  # noqa: ANN001, ANN201 - the Backbone protocol
+        import hashlib
+
+        return [int.from_bytes(hashlib.sha256(repr((p, h)).encode("utf-8", "surrogatepass")).digest()[:4], "big")
+                / 2**32 for p, h in zip(premises, hypotheses)]

@@ -109,3 +109,64 @@ def test_unparsable_or_inconsistent_hypotheses():
     assert oracle.entailment_probs([["I have A", "I have B", rule]], [mismatched]) == [0.0]
     with pytest.raises(TypeError, match="ClaimTreesTemplates"):
         ClaimTreesOracle(templates="I have {p}")
+
+
+def test_name_pattern_lets_names_have_spaces():
+    from dataclasses import replace
+
+    from ares_rerank.training.mix import rename_states
+
+    templates = ClaimTreesTemplates(rule="{p} implies {q}.", fact="{p} is true.", step="{p}, so {q}.")
+    plain = claimtrees_vanilla(2, 6, templates=templates)
+    chain = rename_states(plain, [f"Old Mill {n}" for n in plain.meta["names"]])
+    assert "Old Mill" in chain.steps[0]
+    with pytest.raises(ValueError, match="cannot parse"):
+        ClaimTreesOracle(templates).entailment_probs([[]], [chain.steps[0]])
+    oracle = ClaimTreesOracle(replace(templates, name_pattern=r"[A-Za-z0-9_]+(?: [A-Z][A-Za-z0-9_]*)*"))
+    assert [1 - int(q) for q in propagate(oracle, chain)] == list(chain.labels)
+    with pytest.raises(ValueError, match="not a regex"):
+        ClaimTreesTemplates(name_pattern="(")
+
+
+@pytest.fixture(scope="module")
+def recipe_graphs():
+    from helpers import shared_data
+
+    shared_data("recipe_graphs")
+    from ares_rerank.data.recipes import load_recipe_graphs
+
+    return dict(load_recipe_graphs())
+
+
+def test_recipe_oracle_reproduces_the_spec_labels_on_sound_prefixes(recipe_graphs):
+    from ares_rerank.backbones.oracle import RecipeOracle
+    from ares_rerank.data import load_recipes
+
+    everything = RecipeOracle(list(recipe_graphs.values()))
+    for chain in load_recipes(100):
+        own = RecipeOracle(recipe_graphs[chain.meta["recipe"]])
+        assert [1 - int(q) for q in propagate(own, chain)] == list(chain.labels)
+        assert [1 - int(q) for q in propagate(everything, chain)] == list(chain.labels)
+
+
+def test_recipe_oracle_needs_rule_predecessors_and_ingredients(recipe_graphs):
+    from ares_rerank.backbones.oracle import RecipeOracle
+    from ares_rerank.data.recipes import START_CLAIM, ingredient_claim, recipe_steps
+
+    graph = recipe_graphs["blenderbananapancakes"]
+    oracle, steps = RecipeOracle(graph), recipe_steps(graph)
+    first = next(s for s in steps if s.ingredients)
+    later = next(s for s in steps if s.predecessors and "START" not in s.predecessors)
+    done = {s.text: s.claim for s in steps}
+    need_first = [first.rule, START_CLAIM] + [ingredient_claim(x) for x in first.ingredients]
+    assert oracle.entailment_probs([need_first], [first.claim]) == [1.0]
+    for missing in need_first:  # every needed claim matters
+        assert oracle.entailment_probs([[c for c in need_first if c != missing]], [first.claim]) == [0.0]
+    need_later = [later.rule] + [done[p] for p in later.predecessors] + [ingredient_claim(x) for x in later.ingredients]
+    assert oracle.entailment_probs([need_later + ["We have nothing else."]], [later.claim]) == [1.0]
+    assert oracle.entailment_probs([need_later[1:]], [later.claim]) == [0.0]  # rule missing
+    assert oracle.entailment_probs([[later.rule]], [later.claim]) == [0.0]
+    with pytest.raises(ValueError, match="no step claim"):
+        oracle.entailment_probs([[]], ["We can now do the step Fly."])
+    with pytest.raises(TypeError, match="recipe graph"):
+        RecipeOracle("blenderbananapancakes")

@@ -109,3 +109,48 @@ def test_bad_arguments(recipe_dir, kwargs, match):
         load_recipes(**kwargs)
     with pytest.raises(ValueError, match="idx=1000"):
         recipe_example(1000)
+
+
+def test_every_evaluation_entry_is_unchanged(recipe_dir):
+    """The training additions (recipe_steps, recipe_variant) share the builder: the 1000 entries stay byte for byte."""
+    import hashlib
+    import json
+
+    chains = load_recipes()
+    record = json.dumps([[c.base_claims, c.steps, c.labels, c.id, c.meta] for c in chains])
+    assert hashlib.sha256(record.encode()).hexdigest() == (
+        "46672bc4ee4bc3afb5c7d094fe7570c92ef0f274273762e98bb129d4e660409d")
+
+
+def test_recipe_steps_give_the_graph_as_the_chains_write_it(recipe_dir, first100):
+    from ares_rerank.data.recipes import recipe_steps
+
+    chain = first100[0]
+    steps = recipe_steps(dict(load_recipe_graphs())[chain.meta["recipe"]])
+    assert [s.claim for s in steps] == list(chain.steps) and [s.id for s in steps] == chain.meta["step_ids"]
+    assert steps[0].predecessors == ("START",) and steps[0].ingredients == ("garlic clove",)
+    assert all(s.rule in chain.base_claims for s in steps if s.rule is not None)
+    assert steps[-1].text == "END" and steps[-1].ingredients == ()
+
+
+@pytest.mark.parametrize("delete", ["ingredient", "rule", "start", "none"])
+def test_recipe_variants_delete_one_claim_and_label_what_depends_on_it(recipe_dir, delete):
+    from ares_rerank.backbones.oracle import RecipeOracle
+    from ares_rerank.data.recipes import START_CLAIM, recipe_variant
+
+    for name, graph in load_recipe_graphs()[::3]:
+        chain = recipe_variant(name, graph, seed=7, delete=delete)
+        assert chain == recipe_variant(name, graph, seed=7, delete=delete)  # deterministic
+        missing = chain.meta["deleted_claim"]
+        assert (missing is None) == (delete == "none") and missing not in chain.base_claims
+        assert (START_CLAIM in chain.base_claims) == (delete != "start")
+        if delete == "none":
+            assert set(chain.labels) == {0}
+        if delete == "start":
+            assert set(chain.labels) == {1}  # nothing can start
+        oracle = RecipeOracle(graph)
+        for k, step in enumerate(chain.steps):  # the labels are the truth of each sound prefix
+            sound = list(chain.base_claims) + [s for s, y in zip(chain.steps[:k], chain.labels[:k]) if y == 0]
+            assert oracle.entailment_probs([sound], [step]) == [1.0 - chain.labels[k]]
+    with pytest.raises(ValueError, match="not a recipe deletion"):
+        recipe_variant(name, graph, 0, delete="step")

@@ -12,8 +12,9 @@ from ares_rerank.backbones.oracle import ClaimTreesOracle
 from ares_rerank.backbones.selection import apply_selector, get_selector
 from ares_rerank.chain import Chain
 from ares_rerank.data import load_claimtrees
-from ares_rerank.training.mix import (HELDOUT_TEMPLATES, TRAIN_TEMPLATES, MixArguments, random_names, rename_states, templates_of,
-                          training_chains)
+from ares_rerank.training.mix import (DISTRACTOR_KINDS, HELDOUT_RECIPES, HELDOUT_TEMPLATES, NAME_STYLES,
+                                     TRAIN_TEMPLATES, MixArguments, add_distractors, composed_templates, random_names,
+                                     rename_states, templates_of, training_chains)
 from ares_rerank.training.pairs import build_pairs, chain_pairs, pairs_dataset, split_chains, subset_masks
 
 
@@ -55,8 +56,10 @@ def test_split_rejects_duplicate_ids_and_bad_fractions():
 
 
 def test_training_mix_varies_names_templates_and_never_uses_heldout_ones(mix_chains):
-    assert {c.meta["template"] for c in mix_chains} == set(TRAIN_TEMPLATES)
-    assert len({c.meta["name_style"] for c in mix_chains}) == 4
+    coherent = {c.meta["template"] for c in mix_chains} & set(TRAIN_TEMPLATES)
+    composed = {c.meta["template"] for c in mix_chains} - coherent
+    assert len(coherent) >= 5 and len(composed) >= 10 and all(t.startswith("c") for t in composed)
+    assert len({c.meta["name_style"] for c in mix_chains}) == len(NAME_STYLES)
     assert not {c.meta["template"] for c in mix_chains} & set(HELDOUT_TEMPLATES)
     names = {n for c in mix_chains for n in c.meta["names"]}
     assert names and all(len(n) != 3 for n in names)  # 3-character names are held out
@@ -131,6 +134,144 @@ def test_conflicting_labels_raise():
 def test_pairs_dataset_columns(mix_chains):
     ds = pairs_dataset(build_pairs(mix_chains[:3], "relevant:6", _oracle, 1))
     assert ds.column_names == ["chain_id", "step", "kind", "premises", "hypothesis", "label"]
+
+
+HELDOUT_WORDS = {"given", "conclude", "concluding", "know", "available", "whenever", "becomes"}
+
+
+def test_wording_forms_parse_in_every_combination_and_avoid_the_heldout_words():
+    import itertools
+
+    from ares_rerank.training.mix import FACT_FORMS, MENTION_FORMS, MISSING_RULE_FORMS, RULE_FORMS, STEP_FORMS
+
+    forms = RULE_FORMS + FACT_FORMS + STEP_FORMS + MENTION_FORMS + MISSING_RULE_FORMS
+    assert not {w.strip(".,;:?()").lower() for f in forms for w in f.split()} & HELDOUT_WORDS
+    for held in HELDOUT_TEMPLATES.values():
+        assert not {held.rule, held.fact, held.step} & set(forms)
+    assert len(RULE_FORMS) * len(FACT_FORMS) * len(STEP_FORMS) >= 5000
+    rng = random.Random(0)
+    for r, f, s in itertools.product(range(len(RULE_FORMS)), range(len(FACT_FORMS)), range(len(STEP_FORMS))):
+        # multi-word names are the hardest to parse: every combination must read back its own labels
+        plain = load_claimtrees(1, 4, start=r * 400 + f * 20 + s, templates=composed_templates(r, f, s))[0]
+        chain = rename_states(plain, random_names(4, "multi", rng))
+        chain = Chain(chain.base_claims, chain.steps, labels=chain.labels, id="c",
+                      meta={**chain.meta, "template": f"c{r}.{f}.{s}"})
+        oracle = _oracle(chain)
+        for k, step in enumerate(chain.steps):
+            sound = list(chain.base_claims) + [x for x, y in zip(chain.steps[:k], chain.labels[:k]) if y == 0]
+            assert oracle.entailment_probs([sound], [step]) == [1.0 - chain.labels[k]], (r, f, s)
+
+
+@pytest.fixture(scope="module")
+def varied_chains() -> list[Chain]:
+    return training_chains(MixArguments(num_chains=160, mix_seed=5, composed_share=0.5, distractor_share=0.5,
+                                        name_styles=list(NAME_STYLES)))
+
+
+def test_varied_mix_names_wordings_and_distractors(varied_chains):
+    styles = {c.meta["name_style"] for c in varied_chains}
+    assert styles == set(NAME_STYLES)
+    names = [n for c in varied_chains for n in c.meta["names"]]
+    assert min(map(len, names)) == 1 and max(len(n) for n in names if " " not in n) == 12
+    assert all(len(n) != 3 for n in names) and any(" " in n for n in names)
+    assert len({c.meta["template"] for c in varied_chains}) > 60  # composed wordings rarely repeat
+    kinds = {kind for c in varied_chains for kind, _ in c.meta.get("distractors", [])}
+    assert kinds == set(DISTRACTOR_KINDS)
+    text = " ".join(" ".join(c.claims) for c in varied_chains).lower()
+    assert not {w.strip(".,;:?()") for w in text.split()} & HELDOUT_WORDS
+    selector = get_selector("relevant:6")
+    for chain in varied_chains:
+        oracle = _oracle(chain)
+        for k, step in enumerate(chain.steps):
+            sound = list(chain.base_claims) + [x for x, y in zip(chain.steps[:k], chain.labels[:k]) if y == 0]
+            assert oracle.entailment_probs([sound], [step]) == [1.0 - chain.labels[k]]
+        if chain.meta.get("distractors"):  # a distractor never hides the evidence from the selector
+            for k, step in enumerate(chain.steps):
+                full = list(chain.base_claims) + list(chain.steps[:k])
+                seen = [full[i] for i in apply_selector(selector, full, step)]
+                assert oracle.entailment_probs([seen], [step]) == oracle.entailment_probs([full], [step])
+
+
+def test_distractors_share_names_but_change_no_truth():
+    chain = load_claimtrees(1, 8, start=3)[0]
+    chain = Chain(chain.base_claims, chain.steps, labels=chain.labels, id="d", meta={**chain.meta, "template": "paper"})
+    rng = random.Random(1)
+    out = add_distractors(chain, templates_of(chain), ["Q1", "Q2", "Q3", "Q4", "Q5", "Q6"], rng)
+    added = [text for _, text in out.meta["distractors"]]
+    assert added and all(text in out.base_claims for text in added) and out.steps == chain.steps
+    oracle = ClaimTreesOracle()
+    for k, step in enumerate(chain.steps):
+        before = list(chain.base_claims) + list(chain.steps[:k])
+        after = list(out.base_claims) + list(out.steps[:k])
+        assert oracle.entailment_probs([before, after], [step, step]) == oracle.entailment_probs([before] * 2,
+                                                                                               [step] * 2)
+    names = set(chain.meta["names"]) | {"Q1", "Q2", "Q3", "Q4", "Q5", "Q6"}
+    assert all(any(n in text.split(" ") or f"{n}." in text or f"{n}?" in text for n in names) for text in added)
+
+
+def test_pairs_label_what_the_selection_keeps():
+    chain = load_claimtrees(1, 6, start=2)[0]
+    chain = Chain(chain.base_claims, chain.steps, labels=chain.labels, id="s", meta={**chain.meta, "template": "paper"})
+    rows = build_pairs([chain], "relevant:1", _oracle, subsets_per_step=1)  # one claim: never rule and fact together
+    assert rows and all(r["label"] == 0 and len(r["premises"]) <= 1 for r in rows)
+    rows = build_pairs([chain], "relevant:6", _oracle, subsets_per_step=1)
+    assert {r["label"] for r in rows} == {0, 1}
+
+
+def test_split_chains_keeps_a_split_group_together():
+    chains = [Chain(["b"], ["s"], labels=[0], id=f"c{i}", meta={"split_group": f"g{i % 4}"} if i < 20 else {})
+              for i in range(60)]
+    parts = split_chains(chains, {"val": 0.1, "test": 0.1}, seed=2)
+    for name, part in parts.items():
+        others = [c for n, p in parts.items() if n != name for c in p]
+        groups = {c.meta["split_group"] for c in part if "split_group" in c.meta}
+        assert not groups & {c.meta["split_group"] for c in others if "split_group" in c.meta}
+
+
+@pytest.fixture(scope="module")
+def recipe_mix() -> list[Chain]:
+    from helpers import shared_data
+
+    shared_data("recipe_graphs")
+    return training_chains(MixArguments(num_chains=60, mix_seed=2, recipe_share=0.5))
+
+
+def test_recipe_chains_come_from_training_graphs_and_split_by_graph(recipe_mix):
+    recipes = [c for c in recipe_mix if c.meta.get("task") == "captaincook_recipes"]
+    assert 15 < len(recipes) < 45 and len(recipes) + len([c for c in recipe_mix if "rules" in c.meta]) == 60
+    assert not {c.meta["recipe"] for c in recipes} & set(HELDOUT_RECIPES)
+    assert {c.meta["deleted"] for c in recipes} >= {"ingredient", "rule"}
+    parts = split_chains(recipe_mix, {"val": 0.2, "test": 0.2}, seed=0)
+    where = {}
+    for name, part in parts.items():
+        for c in part:
+            if "recipe" in c.meta:
+                assert where.setdefault(c.meta["recipe"], name) == name  # one recipe graph, one split
+    rows = build_pairs(recipes[:4], "relevant:6", _oracle_or_none, subsets_per_step=1, minimal_pairs=True)
+    assert {r["kind"] for r in rows} >= {"sound_prefix", "full_prefix", "subset"}
+    from ares_rerank.training.pairs import generated_oracle
+
+    for r in rows:  # labelled by the recipe oracle on what the selection kept
+        chain = next(c for c in recipes if c.id == r["chain_id"])
+        assert generated_oracle(chain).entailment_probs([r["premises"]], [r["hypothesis"]]) == [float(r["label"])]
+
+
+def _oracle_or_none(chain: Chain):
+    return _oracle(chain) if "rules" in chain.meta else None
+
+
+def test_evaluation_sets_hold_out_recipes_and_wordings():
+    from helpers import shared_data
+
+    from training.evaluate_head import EVAL_SETS, evaluate_head
+
+    shared_data("recipe_graphs")
+    heldout = EVAL_SETS["recipes-heldout"][0](100)
+    assert heldout and {c.meta["recipe"] for c in heldout} <= set(HELDOUT_RECIPES)
+    assert {c.meta["recipe"] for c in EVAL_SETS["recipes"][0](100)} > set(HELDOUT_RECIPES)
+    results = evaluate_head(None, ["available-10", "multiword-10"], n=10, log=lambda _: None,
+                            oracle_selection="relevant:6")
+    assert all(r["ares"]["f1"] == r["ares"]["f1_at_0.5"] == 1.0 for r in results.values())
 
 
 def test_parse_args_reads_yaml_and_lets_flags_override(tmp_path):

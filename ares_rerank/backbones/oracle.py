@@ -1,21 +1,24 @@
-"""A deterministic rule oracle for ClaimTrees: the ground-truth backbone for tests and demos (no model).
+"""Deterministic ground-truth oracles (no model): ClaimTrees rules, and CaptainCookRecipes recipe graphs.
 
 A ClaimTrees step ``I have P, I use rule (P -> Q) to derive Q, now I have Q`` is entailed by a premise set iff
 (1) P is held: the fact ``I have P`` or an earlier step concluding ``now I have P`` is among the premises, and
 (2) the rule ``P -> Q`` is among the premises. Claims are parsed with regexes built from the (possibly reworded)
 :class:`~ares_rerank.data.claimtrees.ClaimTreesTemplates`.
+
+A CaptainCookRecipes step claim is entailed iff the premises hold its rule, a completion of every predecessor step
+(``We now START.`` for the start node) and ``We have <x>.`` for every ingredient it needs (:class:`RecipeOracle`).
 """
 
 from __future__ import annotations
 
 import re
 import string
-from typing import Sequence
+from typing import Any, Iterable, Sequence
 
 from ..data.claimtrees import ClaimTreesTemplates
 
 
-__all__ = ["ClaimTreesOracle"]
+__all__ = ["ClaimTreesOracle", "RecipeOracle"]
 
 _SYMBOL = r"[A-Za-z0-9_]+"
 
@@ -54,7 +57,7 @@ class ClaimTreesOracle:
 
     Args:
         templates: The templates the chains were generated with; ``None`` uses the paper's.
-        symbol: Regex for one state name (default: letters, digits and ``_``).
+        symbol: Regex for one state name (default: the templates' ``name_pattern``, else letters, digits and ``_``).
 
     Example:
         >>> oracle = ClaimTreesOracle()
@@ -64,12 +67,13 @@ class ClaimTreesOracle:
         [1.0, 0.0]
     """
 
-    def __init__(self, templates: ClaimTreesTemplates | None = None, symbol: str = _SYMBOL) -> None:
+    def __init__(self, templates: ClaimTreesTemplates | None = None, symbol: str | None = None) -> None:
         if templates is not None and not isinstance(templates, ClaimTreesTemplates):
             raise TypeError(
                 f"ClaimTreesOracle(templates=...) must be a ClaimTreesTemplates, got {type(templates).__name__}."
             )
         self.templates = templates or ClaimTreesTemplates()
+        symbol = symbol or self.templates.name_pattern or _SYMBOL
         self._step = _TemplateParser(self.templates.step, symbol)
         self._rule = _TemplateParser(self.templates.rule, symbol)
         self._fact = _TemplateParser(self.templates.fact, symbol)
@@ -117,3 +121,73 @@ class ClaimTreesOracle:
         if self.templates == ClaimTreesTemplates():
             return "ClaimTreesOracle()"
         return f"ClaimTreesOracle({self.templates})"
+
+
+class RecipeOracle:
+    """Backbone that returns 1.0 iff a CaptainCookRecipes step claim follows from its premises, else 0.0.
+
+    Step ``s`` is entailed iff the premises hold (1) its rule claim (when it has predecessors), (2) for each
+    predecessor: ``We now START.`` for the start node, else a step claim that completes a step of that text, and
+    (3) ``We have <x>.`` for each canonical ingredient ``x`` it needs. Claims are matched as the exact texts the
+    recipe generator writes (:func:`~ares_rerank.data.recipes.recipe_steps`); other premises are ignored. On the
+    sound prefixes of the evaluation chains this reproduces the spec's labels (tests/test_oracle.py). Built from
+    several graphs, a step claim that two recipes write alike is entailed when either recipe's needs are met.
+
+    Args:
+        graphs: One recipe graph (a dict from :func:`~ares_rerank.data.recipes.load_recipe_graphs`) or several.
+
+    Example:
+        >>> from ares_rerank.data import load_recipes
+        >>> from ares_rerank.data.recipes import load_recipe_graphs
+        >>> chain = load_recipes(1)[0]
+        >>> oracle = RecipeOracle(dict(load_recipe_graphs())[chain.meta["recipe"]])
+        >>> oracle.entailment_probs([chain.base_claims], [chain.steps[0]])
+        [1.0]
+    """
+
+    def __init__(self, graphs: dict[str, Any] | Iterable[dict[str, Any]]) -> None:
+        from ..data.recipes import START_CLAIM, ingredient_claim, recipe_steps
+
+        graph_list = [graphs] if isinstance(graphs, dict) else list(graphs)
+        if not graph_list or not all(isinstance(g, dict) and "steps" in g for g in graph_list):
+            raise TypeError("RecipeOracle(graphs=...) takes a recipe graph dict (with 'steps', 'edges', ...) or a "
+                            "list of them, e.g. [g for _, g in load_recipe_graphs()].")
+        self._completes: dict[str, str] = {}
+        # step claim -> the requirement sets of every graph that writes it (two recipes can write the same step
+        # claim with other canonical ingredients: "garlic clove" / "garlic"); any one satisfied entails it
+        self._needs: dict[str, set[tuple[tuple[str, str], ...]]] = {}
+        for graph in graph_list:
+            for step in recipe_steps(graph):
+                needs = [("claim", step.rule)] if step.rule is not None else []
+                needs += [("claim", START_CLAIM) if p == "START" else ("done", p) for p in step.predecessors]
+                needs += [("claim", ingredient_claim(x)) for x in step.ingredients]
+                self._completes[step.claim] = step.text
+                self._needs.setdefault(step.claim, set()).add(tuple(needs))
+
+    def _judge(self, premises: Sequence[str], hypothesis: str) -> float:
+        needs = self._needs.get(hypothesis.strip())
+        if needs is None:
+            raise ValueError(
+                f"RecipeOracle cannot judge hypothesis {hypothesis[:120]!r}: it is no step claim of its recipe graphs; "
+                "build the oracle from the graph the chain was generated from."
+            )
+        held = {p.strip() for p in premises}
+        done = {self._completes[p] for p in held if p in self._completes}
+        return float(any(all(value in (held if kind == "claim" else done) for kind, value in option)
+                         for option in needs))
+
+    def entailment_probs(self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str]) -> list[float]:
+        """One 0/1 entailment value per ``(premises[i], hypotheses[i])`` pair.
+
+        Raises:
+            ValueError: The two lists differ in length, or a hypothesis is not a step claim of the graphs.
+        """
+        if len(premises) != len(hypotheses):
+            raise ValueError(
+                f"RecipeOracle.entailment_probs got {len(premises)} premise lists for {len(hypotheses)} hypotheses: "
+                "pass one premise list per hypothesis."
+            )
+        return [self._judge(p, h) for p, h in zip(premises, hypotheses)]
+
+    def __repr__(self) -> str:
+        return f"RecipeOracle({len(self._needs)} step claims)"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 import string
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -56,6 +57,12 @@ class ClaimTreesTemplates:
         default="I have {p}, I use rule ({p} -> {q}) to derive {q}, now I have {q}",
         metadata={"help": "A derived claim applying rule p -> q; fields {p} and {q}."},
     )
+    name_pattern: str | None = field(
+        default=None,
+        metadata={"help": "Regex of one state name, for parsers of these templates (ClaimTreesOracle); None = one "
+                          "run of letters, digits and '_'. Names with spaces (e.g. 'old mill') need a pattern that "
+                          "allows them."},
+    )
 
     def __post_init__(self) -> None:
         for name, needed in (("rule", {"p", "q"}), ("fact", {"p"}), ("step", {"p", "q"})):
@@ -68,6 +75,13 @@ class ClaimTreesTemplates:
                     f"ClaimTreesTemplates({name}={template!r}) uses the fields {sorted(fields)}: it must use exactly "
                     f"{sorted(needed)} (written {{p}} / {{q}}; escape literal braces as {{{{ and }}}})."
                 )
+        if self.name_pattern is not None:
+            try:
+                re.compile(self.name_pattern)
+            except (re.error, TypeError) as exc:
+                raise ValueError(
+                    f"ClaimTreesTemplates(name_pattern={self.name_pattern!r}) is not a regex: {exc}."
+                ) from None
 
 
 _DEFAULT_TEMPLATES = ClaimTreesTemplates()

@@ -6,11 +6,16 @@ Task metadata:
         ``We have <ingredient>.`` claims, one ingredient dropped, shuffled; ``We now START.`` last.
     steps: one claim per recipe step in topological order (START excluded, END included).
     labels: ``1`` = unsound: the steps that use the dropped ingredient and everything downstream of them.
-    data: ``<data_dir>/recipe_graphs/*.json`` (``data_dir`` from the argument, else ``$ARES_DATA_DIR``; see :func:`ares_rerank.data.paths.shared_data_dir`).
+    data: ``<data_dir>/recipe_graphs/*.json`` (``data_dir`` from the argument, else ``$ARES_DATA_DIR``; see
+        :func:`ares_rerank.data.paths.shared_data_dir`).
 
 The 24 graphs are repeated to 1000 entries and shuffled with ``random.Random(42)``; entry ``idx`` is example
 ``idx``. The dropped ingredient depends only on the recipe (a constant seed), so examples of one recipe share their
 steps and labels and differ only in the order of the base claims.
+
+For training, :func:`recipe_variant` writes chains of one graph with any ingredient, rule or the START claim missing
+(same claim texts), and :func:`recipe_steps` gives each step's rule, predecessors and ingredients: what
+:class:`~ares_rerank.backbones.oracle.RecipeOracle` checks.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import json
 import math
 import os
 import random
-from collections import deque
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -28,11 +33,24 @@ from ..chain import Chain
 from .paths import shared_data_dir
 
 
-__all__ = ["NUM_RECIPE_ENTRIES", "load_recipe_graphs", "load_recipes", "recipe_example"]
+__all__ = [
+    "NUM_RECIPE_ENTRIES",
+    "RECIPE_DELETIONS",
+    "START_CLAIM",
+    "RecipeStep",
+    "ingredient_claim",
+    "load_recipe_graphs",
+    "load_recipes",
+    "recipe_example",
+    "recipe_steps",
+    "recipe_variant",
+]
 
 NUM_RECIPE_ENTRIES = 1000
 _SUBDIR = "recipe_graphs"
 _SEED = 42
+START_CLAIM = "We now START."
+RECIPE_DELETIONS = ("ingredient", "rule", "start", "none")
 
 
 def _recipe_dir(data_dir: str | os.PathLike[str] | None) -> Path:
@@ -90,22 +108,6 @@ def _predecessors(edges: list[list[int]]) -> dict[int, list[int]]:
     return preds
 
 
-def _unsound_steps(graph: dict[str, Any], dropped: str) -> set[int]:
-    """Steps whose (raw-listed) ingredients include ``dropped``, plus everything reachable from them."""
-    raw, mapped = _step_lists(graph, "ingredients"), _step_lists(graph, "step_mapped_ingredients")
-    seeds = [s for s, lst in raw.items() if lst is not None and dropped in (mapped.get(s) or [])]
-    successors: dict[int, list[int]] = {}
-    for src, dst in graph["edges"]:
-        successors.setdefault(src, []).append(dst)
-    seen, queue = set(seeds), deque(seeds)
-    while queue:
-        for nxt in successors.get(queue.popleft(), []):
-            if nxt not in seen:
-                seen.add(nxt)
-                queue.append(nxt)
-    return seen
-
-
 def _step_claim(text: dict[int, str], preds: list[int], ingredients: list[str] | None, step: int) -> str:
     before = ", and ".join(text[p] for p in preds)
     having = f"and have all necessary ingredients ({', and '.join(ingredients)})," if ingredients else ""
@@ -115,29 +117,114 @@ def _step_claim(text: dict[int, str], preds: list[int], ingredients: list[str] |
     )
 
 
-def _build_chain(name: str, graph: dict[str, Any], idx: int) -> Chain:
-    text = {int(k): v for k, v in graph["steps"].items()}
-    preds = _predecessors(graph["edges"])
-    rules = [
+def _rule_claim(text: dict[int, str], sources: list[int], target: int) -> str:
+    return (
         f"Only after the necessary preceding steps ({', and '.join(text[p] for p in sources)}), And if we have all "
         f"the ingredients, we can then {text[target]}."
-        for target, sources in preds.items()
-    ]
+    )
+
+
+def ingredient_claim(ingredient: str) -> str:
+    """The base claim that an ingredient is at hand: ``We have <ingredient>.``"""
+    return f"We have {ingredient}."
+
+
+@dataclass(frozen=True)
+class RecipeStep:
+    """One step of a recipe graph as the chains write it (the graph access a recipe oracle needs).
+
+    Attributes:
+        id: The step id in the graph.
+        text: The step's own text (``Peel-Peel 1 garlic clove``).
+        claim: The derived claim that does this step.
+        rule: The base claim of its rule, ``None`` for a step without predecessors.
+        predecessors: The texts of its predecessor steps (``START`` for the start node), in edge order.
+        ingredients: The canonical ingredients it needs (empty when it has no raw ingredient list).
+    """
+
+    id: int
+    text: str
+    claim: str
+    rule: str | None
+    predecessors: tuple[str, ...]
+    ingredients: tuple[str, ...]
+
+
+def recipe_steps(graph: dict[str, Any]) -> list[RecipeStep]:
+    """The steps of a recipe graph in topological order (START excluded, END included), as the chains write them."""
+    text = {int(k): v for k, v in graph["steps"].items()}
+    preds = _predecessors(graph["edges"])
+    raw, mapped = _step_lists(graph, "ingredients"), _step_lists(graph, "step_mapped_ingredients")
+    out = []
+    for s in [int(x) for x in graph["topo_order"]][1:]:
+        needs = tuple(mapped.get(s) or []) if raw.get(s) is not None else ()
+        rule = _rule_claim(text, preds[s], s) if s in preds else None
+        out.append(RecipeStep(s, text[s], _step_claim(text, preds.get(s, []), raw.get(s), s), rule,
+                              tuple(text[p] for p in preds.get(s, [])), needs))
+    return out
+
+
+def _recipe_chain(name: str, graph: dict[str, Any], dropped: set[str], shuffle: random.Random, cid: str,
+                  meta: dict[str, Any]) -> Chain:
+    """Rules + ingredient claims minus ``dropped``, shuffled, ``We now START.`` last (unless dropped); the steps in
+    topological order, labelled unsound when a needed claim is missing or a predecessor is unsound."""
+    text = {int(k): v for k, v in graph["steps"].items()}
+    preds = _predecessors(graph["edges"])
+    rules = [_rule_claim(text, sources, target) for target, sources in preds.items()]
     ingredients = [x for x in graph["all_mapped_ingredients_unique"] if x != "None"]
-    dropped_at = random.Random(_SEED).randint(0, len(ingredients) - 1)
-    have = [f"We have {x}." for i, x in enumerate(ingredients) if i != dropped_at]
-    base = rules + have
-    random.Random(idx + 1).shuffle(base)
-    unsound = _unsound_steps(graph, ingredients[dropped_at])
-    raw = _step_lists(graph, "ingredients")
-    order = [int(s) for s in graph["topo_order"]][1:]  # START excluded, END included
-    steps = [_step_claim(text, preds.get(s, []), raw.get(s), s) for s in order]
-    meta = {
-        "task": "captaincook_recipes", "recipe": name, "dropped_ingredient": ingredients[dropped_at],
-        "dropped_claim": f"We have {ingredients[dropped_at]}.", "step_ids": order,
-    }
-    labels = [int(s in unsound) for s in order]
-    return Chain(base + ["We now START."], steps, labels=labels, id=f"captaincook-{idx}", meta=meta)
+    base = [c for c in rules + [ingredient_claim(x) for x in ingredients] if c not in dropped]
+    shuffle.shuffle(base)
+    base += [] if START_CLAIM in dropped else [START_CLAIM]
+    steps = recipe_steps(graph)
+    unsound: set[int] = set()
+    for step in steps:
+        blocked = [p for p in preds.get(step.id, []) if p in unsound or (text[p] == "START" and START_CLAIM in dropped)]
+        missing = [x for x in step.ingredients if ingredient_claim(x) in dropped]
+        if blocked or missing or (step.rule is not None and step.rule in dropped):
+            unsound.add(step.id)
+    labels = [int(s.id in unsound) for s in steps]
+    return Chain(base, [s.claim for s in steps], labels=labels, id=cid,
+                 meta={"task": "captaincook_recipes", "recipe": name, **meta, "step_ids": [s.id for s in steps]})
+
+
+def _build_chain(name: str, graph: dict[str, Any], idx: int) -> Chain:
+    ingredients = [x for x in graph["all_mapped_ingredients_unique"] if x != "None"]
+    dropped = ingredients[random.Random(_SEED).randint(0, len(ingredients) - 1)]
+    meta = {"dropped_ingredient": dropped, "dropped_claim": ingredient_claim(dropped)}
+    return _recipe_chain(name, graph, {ingredient_claim(dropped)}, random.Random(idx + 1), f"captaincook-{idx}", meta)
+
+
+def recipe_variant(name: str, graph: dict[str, Any], seed: int, delete: str = "ingredient") -> Chain:
+    """A CaptainCookRecipes-style chain of one graph with a random base claim deleted (training data).
+
+    The evaluation set deletes one fixed ingredient per recipe (:func:`recipe_example`); training chains vary what
+    is missing and the order of the base claims, so a head sees each recipe's dependencies from several sides.
+
+    Args:
+        name: The recipe (file stem), recorded in ``meta["recipe"]``.
+        graph: Its graph (from :func:`load_recipe_graphs`).
+        seed: Seeds the deleted claim and the shuffle.
+        delete: ``"ingredient"`` (one ``We have`` claim), ``"rule"`` (one rule claim), ``"start"`` (``We now START.``)
+            or ``"none"`` (every step sound).
+
+    Returns:
+        A labelled :class:`Chain` with id ``recipe-<name>-<delete>-<seed>``; ``meta["deleted_claim"]`` names what
+        is missing (``None`` for ``"none"``). Step ``i`` is unsound iff a claim it needs (its rule, an ingredient,
+        ``We now START.`` for a first step) is missing or one of its predecessors is unsound.
+    """
+    if delete not in RECIPE_DELETIONS:
+        raise ValueError(f"delete={delete!r} is not a recipe deletion: use one of {RECIPE_DELETIONS}.")
+    rng = random.Random(seed)
+    steps = recipe_steps(graph)
+    pool = {
+        "ingredient": [ingredient_claim(x) for x in graph["all_mapped_ingredients_unique"] if x != "None"],
+        "rule": sorted({s.rule for s in steps if s.rule is not None}),
+        "start": [START_CLAIM],
+        "none": [None],
+    }[delete]
+    deleted = rng.choice(pool)
+    return _recipe_chain(name, graph, {deleted} - {None}, rng, f"recipe-{name}-{delete}-{seed}",
+                         {"deleted": delete, "deleted_claim": deleted})
 
 
 def recipe_example(idx: int, data_dir: str | os.PathLike[str] | None = None) -> Chain:

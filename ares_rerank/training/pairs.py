@@ -10,7 +10,8 @@ the step:
   earlier step with a random rate; the other half keep every claim with one random rate. The label comes from the
   oracle, which knows entailment for any subset: for ClaimTrees a step ``P -> Q`` is entailed iff its rule and its
   precondition (the fact ``P`` or an included step concluding ``P``) are in the subset
-  (:class:`~ares_rerank.backbones.oracle.ClaimTreesOracle`).
+  (:class:`~ares_rerank.backbones.oracle.ClaimTreesOracle`; recipe chains:
+  :class:`~ares_rerank.backbones.oracle.RecipeOracle`).
 - **minimal pairs** (needs an oracle, optional): for each entailed sound-prefix pair, the same premises minus ONE
   selected claim whose removal makes the step unentailed (for ClaimTrees: the rule, or the claim that gives the
   precondition). Each such negative differs from a positive by one claim, which is exactly the decision a head
@@ -20,15 +21,19 @@ Chains without an oracle (e.g. PRMBench-style data, where only the gold step lab
 pairs only: nothing tells us whether a step follows from an arbitrary subset.
 
 Every premise list goes through the premise-selection stage the backbone uses at inference
-(:func:`~ares_rerank.backbones.selection.get_selector`), so training sees exactly what scoring will. Pairs are
-deduplicated on (selected premises, hypothesis) within a split. Chains are split by id **before** any pair is built
-(:func:`split_chains`), so no chain contributes to two splits.
+(:func:`~ares_rerank.backbones.selection.get_selector`), so training sees exactly what scoring will, and with an oracle
+the label is the truth of the **selected** premises: what the head can read. (On the ClaimTrees mix selection almost
+never changes the truth; where it drops a needed claim, a head cannot see the evidence and must not be taught to
+guess it.) Pairs are deduplicated on (selected premises, hypothesis) within a split. Chains are split by id, or by
+their ``meta["split_group"]`` (a recipe graph), **before** any pair is built (:func:`split_chains`), so no chain, and
+no recipe, contributes to two splits.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
+from functools import lru_cache
 from typing import Any, Callable, Sequence
 
 from ..backbones.base import Backbone, call_backbone
@@ -36,7 +41,8 @@ from ..backbones.selection import PremiseSelector, apply_selector, get_selector
 from ..chain import Chain
 
 
-__all__ = ["PAIR_KINDS", "build_pairs", "chain_pairs", "pairs_dataset", "split_chains", "subset_masks"]
+__all__ = ["PAIR_KINDS", "build_pairs", "chain_pairs", "generated_oracle", "pairs_dataset", "split_chains",
+           "subset_masks"]
 
 PAIR_KINDS = ("sound_prefix", "full_prefix", "subset", "minimal")
 OracleFor = Callable[[Chain], "Backbone | None"]
@@ -52,13 +58,14 @@ def split_chains(
     seed: int = 0,
     group: Callable[[Chain], str] | None = None,
 ) -> dict[str, list[Chain]]:
-    """Split chains by id (or by ``group(chain)``, e.g. the recipe) into named parts; ``"train"`` gets the rest.
+    """Split chains by id (or by group, e.g. the recipe) into named parts; ``"train"`` gets the rest.
 
     Args:
         chains: Chains with unique ids.
         fractions: Share of groups per named split, e.g. ``{"val": 0.1, "test": 0.1}``.
         seed: Seed of the shuffle of the groups.
-        group: The split unit; default the chain id. All chains of one group land in the same split.
+        group: The split unit; default ``chain.meta["split_group"]`` where a chain has one (the mix's recipe chains:
+            their recipe graph), else the chain id. All chains of one group land in the same split.
 
     Returns:
         ``{"train": [...], **{name: [...]}}``, chains in input order within each split.
@@ -70,7 +77,7 @@ def split_chains(
         raise ValueError(
             f"fractions={fractions!r}: name the held-out splits (not 'train') with shares summing below 1."
         )
-    key = group or (lambda c: c.id)
+    key = group or (lambda c: str(c.meta.get("split_group") or c.id))
     groups = sorted({key(c) for c in chains})
     random.Random(seed).shuffle(groups)
     where: dict[str, str] = {}
@@ -139,8 +146,8 @@ def chain_pairs(
             rows.append({"chain_id": chain.id, "step": k, "kind": kind, "premises": selected, "hypothesis": step,
                          "label": 1 - chain.labels[k]})
             questions.append(included)
-    if oracle is not None:  # the oracle judges the full included set; selection never changes the truth
-        truth = call_backbone(oracle, questions, [r["hypothesis"] for r in rows])
+    if oracle is not None:  # the truth of what the head reads: the selected premises
+        truth = call_backbone(oracle, [r["premises"] for r in rows], [r["hypothesis"] for r in rows])
         for row, value in zip(rows, truth):
             row["label"] = int(value >= 0.5)
         if minimal_pairs:
@@ -151,22 +158,45 @@ def chain_pairs(
 def _minimal_negatives(rows: list[dict[str, Any]], questions: list[list[str]], selector: PremiseSelector,
                        oracle: Backbone) -> list[dict[str, Any]]:
     """Entailed sound-prefix pairs with one selected claim removed, kept where the oracle says that breaks them."""
-    candidates, included_sets = [], []
+    candidates, selected_sets = [], []
     for row, included in zip(rows, questions):
         if row["kind"] != "sound_prefix" or row["label"] != 1:
             continue
         for claim in dict.fromkeys(row["premises"]):
+            without = [c for c in included if c != claim]
             candidates.append(row)
-            included_sets.append([c for c in included if c != claim])
+            selected_sets.append([without[i] for i in apply_selector(selector, without, row["hypothesis"])])
     if not candidates:
         return []
-    truth = call_backbone(oracle, included_sets, [r["hypothesis"] for r in candidates])
-    out = []
-    for row, without, value in zip(candidates, included_sets, truth):
-        if value < 0.5:
-            selected = [without[i] for i in apply_selector(selector, without, row["hypothesis"])]
-            out.append({**row, "kind": "minimal", "premises": selected, "label": 0})
-    return out
+    truth = call_backbone(oracle, selected_sets, [r["hypothesis"] for r in candidates])
+    return [{**row, "kind": "minimal", "premises": selected, "label": 0}
+            for row, selected, value in zip(candidates, selected_sets, truth) if value < 0.5]
+
+
+@lru_cache(maxsize=64)
+def _recipe_oracle(recipe: str) -> Backbone:
+    from ..backbones.oracle import RecipeOracle
+    from ..data.recipes import load_recipe_graphs
+
+    graphs = dict(load_recipe_graphs())
+    if recipe not in graphs:
+        raise ValueError(f"meta['recipe']={recipe!r} is not a recipe graph of the data folder: use one of "
+                         f"{sorted(graphs)}.")
+    return RecipeOracle(graphs[recipe])
+
+
+def generated_oracle(chain: Chain) -> Backbone | None:
+    """The ground-truth oracle that a generated chain names in ``meta["oracle"]``, else ``None``.
+
+    ``"recipe"``: :class:`~ares_rerank.backbones.oracle.RecipeOracle` over the graph ``meta["recipe"]`` (the mix's
+    recipe chains). ClaimTrees chains carry their rules instead; their oracle comes from ``oracle_for``.
+    """
+    kind = chain.meta.get("oracle")
+    if kind is None:
+        return None
+    if kind == "recipe":
+        return _recipe_oracle(chain.meta["recipe"])
+    raise ValueError(f"chain {chain.id!r} names meta['oracle']={kind!r}: the known oracles are 'recipe'.")
 
 
 def build_pairs(
@@ -182,7 +212,9 @@ def build_pairs(
     Args:
         chains: Labelled chains of ONE split.
         premise_selection: The backbone's selection stage (``"all"``, ``"relevant"``, ...).
-        oracle_for: ``chain -> oracle backbone or None``; ``None`` for all chains = sound prefixes only.
+        oracle_for: ``chain -> oracle backbone or None``. A chain it gives no oracle (or every chain, when it is
+            ``None``) uses the oracle its generator names (:func:`generated_oracle`, e.g. the mix's recipe chains),
+            else it gives sound prefixes only.
         subsets_per_step, seed, minimal_pairs: See :func:`chain_pairs`.
 
     Returns:
@@ -193,7 +225,7 @@ def build_pairs(
     seen: dict[tuple, int] = {}
     out: list[dict[str, Any]] = []
     for chain in chains:
-        oracle = oracle_for(chain) if oracle_for is not None else None
+        oracle = (oracle_for(chain) if oracle_for is not None else None) or generated_oracle(chain)
         for row in chain_pairs(chain, selector, oracle, subsets_per_step, seed, minimal_pairs):
             key = (tuple(row["premises"]), row["hypothesis"])
             if key in seen:

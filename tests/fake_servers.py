@@ -1,8 +1,8 @@
 """A tiny scripted HTTP server on 127.0.0.1 for the served-backbone tests (stdlib ``http.server``, no network).
 
-``FakeServer(respond)`` calls ``respond(method, path, payload) -> Reply`` for every request and records it. Every
-sleep is bounded (``Reply.delay`` and ``Reply.drip`` are a few seconds at most), so a test never leaves a server
-thread running for long, and the server stops when the ``with`` block ends.
+``FakeServer(respond)`` calls ``respond(method, path, payload) -> Reply`` for every request and records it (and its
+headers). Every sleep and stream is bounded (``Reply.delay``, ``Reply.drip`` and ``Reply.endless`` last a few seconds
+at most), so a test never leaves a server thread running for long, and the server stops when the ``with`` block ends.
 """
 
 from __future__ import annotations
@@ -29,7 +29,10 @@ def load_fixture(name: str) -> Any:
 class Reply:
     """What the fake answers: ``body`` (dict/list -> JSON, bytes as is), after ``delay`` seconds.
 
-    ``drip`` > 0 sends the body one byte every ``drip`` seconds (a server that stalls mid-answer).
+    ``drip`` > 0 sends the body one byte every ``drip`` seconds (a server that stalls mid-answer). ``cut_at`` sends
+    only that many bytes of the body and closes the connection (with the full ``Content-Length``, unless
+    ``send_length`` is false: then the body ends at the close, as HTTP/1.0 servers do). ``endless`` sends the body,
+    then ``b" "`` padding until the client goes away (or ``MAX_SLEEP`` passes), without a ``Content-Length``.
     """
 
     body: Any = field(default_factory=dict)
@@ -37,6 +40,9 @@ class Reply:
     delay: float = 0.0
     drip: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    cut_at: int | None = None
+    send_length: bool = True
+    endless: bool = False
 
 
 def free_port() -> int:
@@ -52,6 +58,8 @@ class FakeServer:
     def __init__(self, respond: Callable[[str, str, Any], Reply]) -> None:
         self.respond = respond
         self.requests: list[tuple[str, str, Any]] = []
+        self.request_headers: list[dict[str, str]] = []
+        self.bytes_sent = 0
         self._lock = threading.Lock()
         server = self
 
@@ -67,17 +75,26 @@ class FakeServer:
                 payload = json.loads(raw) if raw else None
                 with server._lock:
                     server.requests.append((method, self.path, payload))
+                    server.request_headers.append(dict(self.headers.items()))
                 reply = server.respond(method, self.path, payload)
                 time.sleep(min(reply.delay, MAX_SLEEP))
                 data = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
                 try:
                     self.send_response(reply.status)
                     self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
+                    if reply.send_length and not reply.endless:
+                        self.send_header("Content-Length", str(len(data)))
+                    if reply.cut_at is not None or reply.endless or not reply.send_length:
+                        self.send_header("Connection", "close")
+                        self.close_connection = True
                     for key, value in reply.headers.items():
                         self.send_header(key, value)
                     self.end_headers()
-                    if reply.drip > 0:
+                    if reply.endless:
+                        self._stream(data)
+                    elif reply.cut_at is not None:
+                        self.wfile.write(data[: reply.cut_at])
+                    elif reply.drip > 0:
                         stop = time.monotonic() + MAX_SLEEP
                         for i in range(len(data)):
                             if time.monotonic() > stop:
@@ -88,7 +105,16 @@ class FakeServer:
                     else:
                         self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout test)
+                    pass  # the client gave up (timeout and size-limit tests)
+
+            def _stream(self, data: bytes) -> None:
+                """``data``, then spaces in 64 KiB writes until the client hangs up or MAX_SLEEP passes."""
+                pad, stop = b" " * (1 << 16), time.monotonic() + MAX_SLEEP
+                self.wfile.write(data)
+                server.bytes_sent += len(data)
+                while time.monotonic() < stop:
+                    self.wfile.write(pad)
+                    server.bytes_sent += len(pad)
 
             def do_GET(self) -> None:
                 self._handle("GET")

@@ -124,6 +124,7 @@ def test_api_key_and_body_reach_the_server():
     with FakeServer(scripted(Reply(OK))) as server:
         client(server.url, api_key="k").post("/v1/completions", {"a": [1, 2]})
     assert server.requests == [("POST", "/v1/completions", {"a": [1, 2]})]
+    assert server.request_headers[0]["Authorization"] == "Bearer k"
 
 
 def test_map_bounded_keeps_order_and_bounds_concurrency():

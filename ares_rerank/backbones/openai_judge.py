@@ -11,7 +11,9 @@ tokens' logprobs, whatever their rank) and ``return_tokens_as_token_ids`` (keys 
 and on servers that ignore those fields, the answers are looked up by their text among the top-k logprobs
 (``top_logprobs``; OpenAI caps it at 20 for chat and 5 for completions, vLLM at ``--max-logprobs``, default 20).
 No logprobs in the answer, or an answer token missing from them, is a :class:`ServerResponseError` that says what
-to change (``missing_answer="floor"`` instead bounds a missing token's logprob by the smallest one returned).
+to change (``missing_answer="floor"`` instead bounds a missing token's logprob by the smallest one returned). So is
+an answer of the wrong shape, and any logprob that is not a finite number <= 0 (NaN, Infinity, a string, 7.0): such
+an answer is never turned into a score, so it is never cached and the pair is asked again on the next call.
 
 **Endpoints.** ``"completions"`` sends the plain-text prompt (ending ``"\\nAnswer:"``, answers ``" Yes"`` / ``" No"``,
 as the local judge without a chat template); ``"chat"`` sends a user turn (after an optional system turn) and the
@@ -31,12 +33,23 @@ from typing import Any, Sequence
 from .cache import LRUCache, ScoringStats, cached_values, pair_keys
 from .judge import JUDGE_PROMPT, LIKERT_OPTIONS, PLAIN_SUFFIX, JudgeBase, check_missing_rating
 from .selection import PremiseSelector, get_selector
-from .served import JsonClient, ServerError, ServerResponseError, map_bounded
+from .served import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_TOTAL_TIMEOUT,
+    JsonClient,
+    ServerError,
+    ServerResponseError,
+    finite_number,
+    map_bounded,
+    model_card,
+)
 
 
 __all__ = ["OpenAIJudge"]
 
 _ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+# A logprob a little above 0 is float rounding of log(p) for p ~ 1 (read as 0); anything larger is a broken answer.
+LOGPROB_ROUNDING = 1e-4
 
 
 class OpenAIJudge(JudgeBase):
@@ -56,7 +69,9 @@ class OpenAIJudge(JudgeBase):
         premise_selection: ``"all"``, ``"relevant"``, ``"relevant:K"`` or a selector (before the cache).
         cache_size: LRU entries (0 disables the cache).
         concurrency: Requests in flight at once.
-        timeout, max_retries, backoff, api_key: See :class:`~ares_rerank.backbones.served.JsonClient`.
+        timeout, max_retries, backoff, api_key, total_timeout, max_response_bytes: See
+            :class:`~ares_rerank.backbones.served.JsonClient` (defaults 60 s, 3, 0.5 s, ``OPENAI_API_KEY`` for
+            https / loopback servers only, 300 s, 32 MiB).
         extra_body: Extra request fields, e.g. ``{"seed": 0}`` or vLLM's ``{"chat_template_kwargs": {...}}``.
         max_new_tokens, missing_rating: For :meth:`chain_step_probs` (the LLM-Judge baseline), as the local judge.
 
@@ -83,6 +98,8 @@ class OpenAIJudge(JudgeBase):
         max_retries: int = 3,
         backoff: float = 0.5,
         api_key: str | None = None,
+        total_timeout: float = DEFAULT_TOTAL_TIMEOUT,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         extra_body: dict[str, Any] | None = None,
         max_new_tokens: int | None = None,
         missing_rating: float | None = 0.5,
@@ -94,7 +111,8 @@ class OpenAIJudge(JudgeBase):
         for name, value in (("top_logprobs", top_logprobs), ("concurrency", concurrency)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name}={value!r} must be a positive integer.")
-        self.client = JsonClient(base_url, timeout=timeout, max_retries=max_retries, backoff=backoff, api_key=api_key)
+        self.client = JsonClient(base_url, timeout=timeout, max_retries=max_retries, backoff=backoff, api_key=api_key,
+                                 total_timeout=total_timeout, max_response_bytes=max_response_bytes)
         self.model = model
         self.endpoint = endpoint
         default = (" Yes", " No") if endpoint == "completions" else ("Yes", "No")
@@ -148,11 +166,18 @@ class OpenAIJudge(JudgeBase):
     def _score_pair(self, key: tuple) -> float:
         kept, _, hypothesis = key
         path, payload = _ENDPOINTS[self.endpoint], self._payload(self.render(list(kept), hypothesis), max_tokens=1)
-        answer = self.client.post(path, payload)
-        top = self._first_token_logprobs(answer, self.client.root + path)
-        yes, no = (self._lookup(top, i, self.client.root + path) for i in range(2))
-        if yes == no:
-            return 0.5  # also covers both at -inf
+        return self.prob_from_answer(self.client.post(path, payload))
+
+    def prob_from_answer(self, answer: Any) -> float:
+        """P(yes) / (P(yes) + P(no)) from one decoded answer of the scoring endpoint; always finite, in [0, 1].
+
+        Raises:
+            ServerResponseError: The answer has no usable first-token logprobs (missing, of the wrong shape, not a
+                finite number <= 0) or lacks an answer token (see ``missing_answer``).
+        """
+        url = self.client.root + _ENDPOINTS[self.endpoint]
+        top = self._first_token_logprobs(answer, url)
+        yes, no = (self._lookup(top, i, url) for i in range(2))
         diff = yes - no  # sigmoid(diff), written so that exp never overflows
         return 1.0 / (1.0 + math.exp(-diff)) if diff >= 0 else math.exp(diff) / (1.0 + math.exp(diff))
 
@@ -173,28 +198,58 @@ class OpenAIJudge(JudgeBase):
         return body
 
     def _first_token_logprobs(self, answer: Any, url: str) -> dict[str, float]:
-        """``{token: logprob}`` at the first generated position, from a completions or chat answer."""
-        try:
-            choice = answer["choices"][0]
-        except (KeyError, IndexError, TypeError):
-            raise ServerResponseError(f"{url} answered without choices: {str(answer)[:300]}", url) from None
-        logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
-        if self.endpoint == "chat" and isinstance(logprobs, dict) and logprobs.get("content"):
-            first = logprobs["content"][0]
-            entries = [(e.get("token"), e.get("logprob")) for e in first.get("top_logprobs") or []]
-            entries.append((first.get("token"), first.get("logprob")))
-        elif self.endpoint == "completions" and isinstance(logprobs, dict) and logprobs.get("top_logprobs"):
-            top = logprobs["top_logprobs"][0] or {}
-            entries = list(top.items()) if isinstance(top, dict) else [(e.get("token"), e.get("logprob")) for e in top]
-            if logprobs.get("tokens") and logprobs.get("token_logprobs"):
-                entries.append((logprobs["tokens"][0], logprobs["token_logprobs"][0]))
-        else:
+        """``{token: logprob}`` at the first generated position, from a completions or chat answer; every logprob a
+        finite number <= 0 (a null one is skipped, as servers send for tokens they could not score)."""
+        choice = _first_choice(answer, url)
+        entries = self._logprob_entries(choice.get("logprobs"), url)
+        if entries is None:
             raise ServerResponseError(
                 f"{url} returned no logprobs (choice: {str(choice)[:300]}). The judge needs them: use a server that "
                 "returns logprobs (vLLM, SGLang, llama.cpp, OpenAI), and for vLLM keep --max-logprobs >= "
                 f"top_logprobs={self.top_logprobs}.", url,
             )
-        return {str(t): float(lp) for t, lp in entries if t is not None and lp is not None}
+        top = {}
+        for token, logprob in entries:
+            if token is None or logprob is None:
+                continue
+            value = finite_number(logprob)
+            if value is None or value > LOGPROB_ROUNDING:
+                raise ServerResponseError(
+                    f"{url} returned the logprob {logprob!r} for the token {str(token)[:50]!r}: a logprob must be a "
+                    "finite number <= 0. The server (or a proxy in front of it) is broken; the answer is not used, "
+                    "not cached, and the pair is asked again next time.", url,
+                )
+            top[str(token)] = min(value, 0.0)
+        return top
+
+    def _logprob_entries(self, logprobs: Any, url: str) -> list[tuple[Any, Any]] | None:
+        """The (token, logprob) pairs of the first position: its top-k plus the sampled token; ``None`` if absent."""
+        if not isinstance(logprobs, dict):
+            return None
+        if self.endpoint == "chat":  # {"content": [{"token", "logprob", "top_logprobs": [{"token", "logprob"}]}]}
+            content = logprobs.get("content")
+            if not content:
+                return None
+            first = content[0] if isinstance(content, list) else None
+            if not isinstance(first, dict):
+                raise _malformed(url, "logprobs.content", content)
+            top, own = first.get("top_logprobs") or [], [(first.get("token"), first.get("logprob"))]
+        else:  # {"top_logprobs": [{token: logprob} or [{"token", "logprob"}]], "tokens", "token_logprobs"}
+            positions = logprobs.get("top_logprobs")
+            if not positions:
+                return None
+            top = (positions[0] if isinstance(positions, list) else None) or {}
+            if isinstance(top, dict):
+                top = [{"token": token, "logprob": value} for token, value in top.items()]
+            tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
+            own = []
+            if tokens and values:
+                if not isinstance(tokens, list) or not isinstance(values, list):
+                    raise _malformed(url, "logprobs.tokens / token_logprobs", [tokens, values])
+                own = [(tokens[0], values[0])]
+        if not isinstance(top, list) or not all(isinstance(e, dict) for e in top):
+            raise _malformed(url, "top_logprobs", top)
+        return [(e.get("token"), e.get("logprob")) for e in top] + own
 
     def _lookup(self, top: dict[str, float], i: int, url: str) -> float:
         keys = [self.answers[i]]
@@ -221,14 +276,7 @@ class OpenAIJudge(JudgeBase):
         if self._resolved:
             return
         if self.model is None:
-            listing = self.client.get("/v1/models")
-            try:
-                self.model = str(listing["data"][0]["id"])
-            except (KeyError, IndexError, TypeError):
-                raise ServerResponseError(
-                    f"{self.client.root}/v1/models lists no model ({str(listing)[:200]}): pass model='<served name>'.",
-                    self.client.root + "/v1/models",
-                ) from None
+            self.model = model_card(self.client, None, "pass model='<served name>'.")["id"]
         if self.answer_token_ids == "auto":
             self.answer_token_ids = self._tokenize_answers()
         self._resolved = True
@@ -247,12 +295,14 @@ class OpenAIJudge(JudgeBase):
             tokens = answer.get("tokens") if isinstance(answer, dict) else None
             if not isinstance(tokens, list):
                 return None
+            if not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+                raise _malformed(self.client.root + "/tokenize", "tokens (token ids)", tokens)
             if len(tokens) != 1:
                 raise ValueError(
                     f"answers={self.answers!r}: {text!r} is {len(tokens)} tokens for this model ({tokens}); the judge "
                     "reads one next-token distribution, so each answer must be a single token: pass answers= that are."
                 )
-            ids.append(int(tokens[0]))
+            ids.append(tokens[0])
         return ids[0], ids[1]
 
     # -- LLM-Judge whole-chain baseline (JudgeBase.chain_step_probs) ------------------------------------------------
@@ -263,12 +313,12 @@ class OpenAIJudge(JudgeBase):
         payload = self._payload(text, max_tokens=max_new_tokens, scoring=False)
         answer = self.client.post(_ENDPOINTS[self.endpoint], payload)
         self.stats.forward_passes += 1
-        try:
-            choice = answer["choices"][0]
-            generated = choice["message"]["content"] if self.endpoint == "chat" else choice["text"]
-        except (KeyError, IndexError, TypeError):
-            url = self.client.root + _ENDPOINTS[self.endpoint]
-            raise ServerResponseError(f"{url} answered without generated text: {str(answer)[:300]}", url) from None
+        url = self.client.root + _ENDPOINTS[self.endpoint]
+        choice, field = _first_choice(answer, url), "content" if self.endpoint == "chat" else "text"
+        holder = choice.get("message") if self.endpoint == "chat" else choice
+        generated = holder[field] if isinstance(holder, dict) and field in holder else 0  # 0: not text, see below
+        if not isinstance(generated, (str, type(None))):
+            raise ServerResponseError(f"{url} answered without generated text: {str(answer)[:300]}", url)
         return generated or ""
 
     def __repr__(self) -> str:
@@ -283,3 +333,18 @@ def _check_pair(value: Any, name: str, kind: type) -> tuple[Any, Any]:
         example = "(' Yes', ' No')" if kind is str else "(9454, 2753)"
         raise ValueError(f"{name}={value!r} must be two different {kind.__name__}s (yes, no), e.g. {name}={example}.")
     return value[0], value[1]
+
+
+def _first_choice(answer: Any, url: str) -> dict[str, Any]:
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    if not isinstance(choice, dict):
+        raise ServerResponseError(f"{url} answered without choices: {str(answer)[:300]}", url)
+    return choice
+
+
+def _malformed(url: str, where: str, value: Any) -> ServerResponseError:
+    return ServerResponseError(
+        f"{url} returned {where} of an unexpected shape: {str(value)[:200]}. Expected the OpenAI / vLLM schema: is "
+        "base_url an OpenAI-compatible server, and does no proxy rewrite its answers?", url,
+    )

@@ -1,4 +1,4 @@
-"""A small JSON-over-HTTP client for served backbones: deadlines, retries with backoff, bounded concurrency.
+"""A small JSON-over-HTTP client for served backbones: deadlines, retries with backoff, bounded answers and concurrency.
 
 Used by :class:`~ares_rerank.backbones.openai_judge.OpenAIJudge` (OpenAI-compatible ``/v1/completions`` and
 ``/v1/chat/completions``) and :class:`~ares_rerank.backbones.vllm_pooling.VLLMPoolingPRM` (vLLM's ``/pooling``).
@@ -8,30 +8,65 @@ Failure policy, per request:
 
 - **retried** (up to ``max_retries`` times, sleeping ``backoff * 2**attempt`` seconds with jitter, at most
   ``max_backoff``, or the server's ``Retry-After`` when it sends one): connection refused / reset / closed, no
-  complete answer within ``timeout`` seconds, HTTP 408, 429, 500, 502, 503, 504;
+  complete answer within ``timeout`` seconds, a body cut off before its end (fewer bytes than its
+  ``Content-Length``, a broken chunked encoding, or JSON that stops mid-way), HTTP 408, 429, 500, 502, 503, 504;
 - **raised at once**: any other HTTP status (e.g. 400 for a prompt longer than the model's context, 404 for a
-  wrong path or model name) and a 200 answer whose body is not JSON;
+  wrong path or model name), a 200 answer whose body is not JSON, and an answer larger than ``max_response_bytes``;
 - every failure ends as a :class:`ServerError` naming the URL, what happened, how many attempts were made and what
-  to do. ``timeout`` bounds each attempt as a whole (connect + send + wait + read), so a dead or stalled server
-  can never hang a caller: the worst case is ``(max_retries + 1) * timeout`` plus the backoff sleeps.
+  to do. ``timeout`` bounds each attempt as a whole (connect + send + wait + read), and ``total_timeout`` bounds one
+  request with all its attempts and sleeps, so a dead, stalled or endless server can never hang a caller.
+
+Bounds (defaults): ``timeout`` 60 s per attempt, ``total_timeout`` 300 s per request (:data:`DEFAULT_TOTAL_TIMEOUT`),
+``max_response_bytes`` 32 MiB per answer (:data:`DEFAULT_MAX_RESPONSE_BYTES`, read incrementally: a larger or endless
+body is abandoned once the limit is passed, so memory stays bounded).
+
+Errors (all ``RuntimeError``): :class:`ServerError` for no usable answer (unreachable, too slow, an HTTP error, not
+JSON); its subclass :class:`ServerResponseError` for an answer that came but cannot be used (too large, JSON of the
+wrong shape, a value that is not a finite number, a logprob above 0, a probability outside [0, 1]). The backbones
+check every number before it leaves them, so no NaN / inf reaches a cache or a caller.
+
+Credentials (:class:`JsonClient`): ``api_key="..."`` is sent as ``Authorization: Bearer`` to ``base_url``;
+``api_key=""`` sends none. ``api_key=None`` (the default) takes ``OPENAI_API_KEY`` from the environment, but only for
+an ``https`` URL or a loopback host (``localhost``, ``127.0.0.0/8``, ``::1``): an environment key is never sent in
+clear text to another machine (a warning says it was held back). A ``user:password@`` in ``base_url`` is sent as HTTP
+basic auth and removed from every URL the client shows (``root``, errors, ``repr``). Any credential sent over plain
+``http`` to a non-loopback host gives an :class:`InsecureCredentialsWarning`.
 """
 
 from __future__ import annotations
 
+import base64
 import http.client
+import ipaddress
 import json
+import math
 import os
 import random
+import re
 import socket
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 
-__all__ = ["RETRY_STATUSES", "JsonClient", "ServerError", "ServerResponseError", "map_bounded"]
+__all__ = [
+    "DEFAULT_MAX_RESPONSE_BYTES",
+    "DEFAULT_TOTAL_TIMEOUT",
+    "RETRY_STATUSES",
+    "InsecureCredentialsWarning",
+    "JsonClient",
+    "ServerError",
+    "ServerResponseError",
+    "finite_number",
+    "map_bounded",
+    "model_card",
+]
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+DEFAULT_MAX_RESPONSE_BYTES = 32 * 2**20  # 32 MiB: a /pooling answer for 16 inputs of 32k tokens (2 labels) is ~23 MB
+DEFAULT_TOTAL_TIMEOUT = 300.0  # one request, every attempt and backoff sleep included
 _TRANSIENT = (ConnectionError, TimeoutError, socket.timeout, http.client.HTTPException, OSError)
 T = TypeVar("T")
 R = TypeVar("R")
@@ -41,7 +76,7 @@ class ServerError(RuntimeError):
     """A served backbone could not get a usable answer: unreachable, too slow, an HTTP error, or not JSON.
 
     Attributes:
-        url: The URL requested.
+        url: The URL requested (never with a password in it).
         status: The last HTTP status received, or ``None`` when no answer came.
         attempts: How many attempts were made.
     """
@@ -54,30 +89,50 @@ class ServerError(RuntimeError):
 
 
 class ServerResponseError(ServerError):
-    """The server answered with valid JSON that lacks what the backbone needs (no logprobs, wrong row count, ...)."""
+    """An answer came but cannot be used: larger than ``max_response_bytes``, JSON of the wrong shape (no logprobs,
+    wrong row count, ...), or a value that is not a finite number / a valid logprob / a probability."""
+
+
+class InsecureCredentialsWarning(UserWarning):
+    """A credential goes (or, from the environment, was held back from going) over plain http to another machine."""
+
+
+class _TooLarge(Exception):
+    """Internal: ``(status, detail)``, the body passed ``max_response_bytes`` (a :class:`ServerResponseError` in
+    :meth:`JsonClient._call`)."""
+
+
+class _Incomplete(http.client.HTTPException):
+    """Internal: the body was cut off before its end; retried like a dropped connection."""
 
 
 def _check_positive(value: Any, name: str, example: str, integer: bool = False, zero_ok: bool = False) -> None:
     kinds = (int,) if integer else (int, float)
     ok = isinstance(value, kinds) and not isinstance(value, bool) and (value >= 0 if zero_ok else value > 0)
-    if not ok:
+    if not ok:  # NaN fails the comparison too
         need = "a non-negative" if zero_ok else "a positive"
         kind = "integer" if integer else "number"
         raise ValueError(f"{name}={value!r} must be {need} {kind}, e.g. {name}={example}.")
 
 
 class JsonClient:
-    """POST / GET JSON to one server with per-attempt deadlines and retries.
+    """POST / GET JSON to one server with per-attempt and per-request deadlines, retries and a bounded answer size.
 
     Args:
         base_url: The server root, e.g. ``"http://127.0.0.1:8000"``. A trailing ``/v1`` is accepted and removed
             (OpenAI clients spell the base URL with it; vLLM's ``/pooling`` and ``/tokenize`` live at the root).
+            ``http://user:password@host`` sends HTTP basic auth; the password never appears in ``root``, errors or
+            ``repr``.
         timeout: Seconds one attempt may take in total (connect, send, wait for and read the answer).
         max_retries: Extra attempts after a transient failure (0 = try once).
         backoff: First retry delay in seconds; doubles per attempt (with jitter), capped at ``max_backoff``.
         max_backoff: The longest sleep between attempts.
-        api_key: Sent as ``Authorization: Bearer <api_key>``; default: the ``OPENAI_API_KEY`` environment variable
-            (if set). vLLM checks it only when started with ``--api-key``.
+        api_key: Sent as ``Authorization: Bearer <api_key>``; ``""`` sends no key. ``None`` (default) takes the
+            ``OPENAI_API_KEY`` environment variable, only for an https ``base_url`` or a loopback host (see the
+            module doc). vLLM checks it only when started with ``--api-key``.
+        total_timeout: Seconds one request may take with all its attempts and backoff sleeps (default 300).
+        max_response_bytes: The largest answer body read, in bytes (default 32 MiB); a larger one is a
+            :class:`ServerResponseError` (not retried).
     """
 
     def __init__(
@@ -89,33 +144,86 @@ class JsonClient:
         backoff: float = 0.5,
         max_backoff: float = 8.0,
         api_key: str | None = None,
+        total_timeout: float = DEFAULT_TOTAL_TIMEOUT,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         if not isinstance(base_url, str):
             raise TypeError(
                 f"base_url must be a string such as 'http://127.0.0.1:8000', got {type(base_url).__name__}."
             )
         parts = urlsplit(base_url.strip())
+        shown = _redact(base_url.strip())
+        try:
+            port = parts.port
+        except ValueError as err:  # a port that is not a number, or out of range
+            raise ValueError(f"base_url={shown!r} has an invalid port ({err}): e.g. 'http://127.0.0.1:8000'.") from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(
-                f"base_url={base_url!r} is not an http(s) URL: pass the server root, e.g. 'http://127.0.0.1:8000' "
+                f"base_url={shown!r} is not an http(s) URL: pass the server root, e.g. 'http://127.0.0.1:8000' "
                 "(or 'http://127.0.0.1:8000/v1')."
             )
         _check_positive(timeout, "timeout", "60")
         _check_positive(max_retries, "max_retries", "3", integer=True, zero_ok=True)
         _check_positive(backoff, "backoff", "0.5", zero_ok=True)
         _check_positive(max_backoff, "max_backoff", "8", zero_ok=True)
+        _check_positive(total_timeout, "total_timeout", "300")
+        _check_positive(max_response_bytes, "max_response_bytes", str(DEFAULT_MAX_RESPONSE_BYTES), integer=True)
+        if math.isinf(timeout):
+            raise ValueError("timeout=inf would let a stalled server hang the caller: pass seconds, e.g. timeout=60.")
         path = parts.path.rstrip("/")
         self.prefix = path[: -len("/v1")] if path.endswith("/v1") else path
-        self.scheme, self.host, self.port = parts.scheme, parts.hostname, parts.port
-        self.root = f"{parts.scheme}://{parts.netloc}{self.prefix}"
+        self.scheme, self.host, self.port = parts.scheme, parts.hostname, port
+        self.root = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{self.prefix}"  # no user:password@
         self.timeout = float(timeout)
         self.max_retries = max_retries
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self.total_timeout = float(total_timeout)
+        self.max_response_bytes = max_response_bytes
         self.headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if key:
-            self.headers["Authorization"] = f"Bearer {key}"
+        auth = self._authorization(parts, api_key)
+        if auth:
+            self.headers["Authorization"] = auth
+
+    def _authorization(self, parts: SplitResult, api_key: str | None) -> str | None:
+        """The ``Authorization`` header value, by the rule in the module doc (``None``: send none)."""
+        if api_key is not None and (not isinstance(api_key, str) or _has_control(api_key)):
+            raise TypeError("api_key must be a string without control characters (or None to read OPENAI_API_KEY).")
+        local = _is_loopback(self.host)
+        if parts.username is not None or parts.password is not None:
+            if api_key:
+                raise ValueError(
+                    f"base_url={self.root!r} carries a user:password and api_key= is also given: pass one credential "
+                    "(the password in the URL is sent as HTTP basic auth, api_key as a Bearer token)."
+                )
+            pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+            auth, source = "Basic " + base64.b64encode(pair.encode("utf-8")).decode("ascii"), "the password in base_url"
+        elif api_key is not None:
+            auth, source = (f"Bearer {api_key}" if api_key else None), "api_key"
+        else:
+            key = os.environ.get("OPENAI_API_KEY")
+            if key and self.scheme == "http" and not local:
+                warnings.warn(
+                    f"OPENAI_API_KEY is set but NOT sent to {self.root}: an environment key goes only to https or "
+                    "loopback servers. Pass api_key=... to send a key to this server anyway (in clear text), or "
+                    "api_key='' to silence this warning.", InsecureCredentialsWarning, stacklevel=4,
+                )
+                return None
+            if key and _has_control(key):
+                raise TypeError("OPENAI_API_KEY contains control characters: fix it, or pass api_key= explicitly.")
+            auth, source = (f"Bearer {key}" if key else None), "OPENAI_API_KEY"
+        if auth and self.scheme == "http" and not local:
+            warnings.warn(
+                f"{source} is sent in clear text to {self.root} (plain http, not a loopback host): anyone on the "
+                "path can read it. Use an https URL, or a tunnel.", InsecureCredentialsWarning, stacklevel=4,
+            )
+        return auth
+
+    def __repr__(self) -> str:
+        return (
+            f"JsonClient({self.root!r}, timeout={self.timeout:g}, max_retries={self.max_retries}, "
+            f"total_timeout={self.total_timeout:g}, max_response_bytes={self.max_response_bytes})"
+        )
 
     def post(self, path: str, payload: dict[str, Any]) -> Any:
         """POST ``payload`` as JSON to ``path`` (e.g. ``"/v1/completions"``); return the decoded JSON answer."""
@@ -128,32 +236,51 @@ class JsonClient:
     # -- one request, with retries --------------------------------------------------------------------------------
     def _call(self, method: str, path: str, body: bytes | None) -> Any:
         url = self.root + path
+        give_up = time.monotonic() + self.total_timeout
         last: str = ""
         status: int | None = None
-        for attempt in range(self.max_retries + 1):
+        for attempt in range(1, self.max_retries + 2):
             retry_after = None
             try:
-                status, headers, data = self._once(method, self.prefix + path, body)
+                status, headers, data = self._once(method, self.prefix + path, body, give_up)
+                if status < 300:
+                    return _decode(data, url, status, attempt)
+            except _TooLarge as err:
+                raise ServerResponseError(
+                    f"{method} {url} answered HTTP {err.args[0]} with more than max_response_bytes="
+                    f"{self.max_response_bytes} bytes ({err.args[1]}). If such answers are expected (a per-token "
+                    "/pooling layout with long inputs), raise max_response_bytes= on the backbone or lower "
+                    "batch_size=; otherwise check the server.",
+                    url, err.args[0], attempt,
+                ) from None
             except _TRANSIENT as err:
                 status = None
                 last = _describe(err, self.timeout)
+                if time.monotonic() >= give_up:
+                    last = f"no complete answer within total_timeout={self.total_timeout:g} s ({last})"
             else:
-                if status < 300:
-                    return _decode(data, url, status, attempt + 1)
                 last = f"HTTP {status}: {_error_message(data)}"
                 if status not in RETRY_STATUSES:
                     raise ServerError(
                         f"{method} {url} was rejected with {last}. The request itself is wrong for this server (a "
                         "prompt longer than the model's context, a wrong model name or endpoint): fix it, do not "
-                        "retry.", url, status, attempt + 1,
+                        "retry.", url, status, attempt,
                     )
                 retry_after = _retry_after(headers)
-            if attempt < self.max_retries:
-                time.sleep(self._delay(attempt, retry_after))
+            if attempt > self.max_retries:
+                break
+            delay = self._delay(attempt - 1, retry_after)
+            if time.monotonic() + delay >= give_up:
+                raise ServerError(
+                    f"{method} {url} gave up after {attempt} attempt(s): total_timeout={self.total_timeout:g} s would "
+                    f"pass before the next one, last: {last}. Raise total_timeout= if the server needs longer.",
+                    url, status, attempt,
+                )
+            time.sleep(delay)
         attempts = self.max_retries + 1
         hint = (
-            "Is the server running, and is base_url right? (docs/SCALING.md shows how to start one)" if status is None
-            else "The server keeps failing: check its log"
+            "Is the server running, and is base_url right? (docs/SCALING.md shows how to start one)"
+            if status is None and not last.startswith("incomplete") else "The server keeps failing: check its log"
         )
         raise ServerError(f"{method} {url} failed after {attempts} attempt(s), last: {last}. {hint}.", url, status,
                           attempts)
@@ -164,25 +291,39 @@ class JsonClient:
         delay = min(self.max_backoff, self.backoff * 2**attempt)
         return delay * (0.5 + 0.5 * random.random())  # jitter: replicas restarted together are not hit in lockstep
 
-    def _once(self, method: str, path: str, body: bytes | None) -> tuple[int, dict[str, str], bytes]:
-        """One attempt, bounded by ``timeout`` seconds in total (each blocking step gets the time that is left)."""
-        deadline = time.monotonic() + self.timeout
+    def _once(
+        self, method: str, path: str, body: bytes | None, give_up: float
+    ) -> tuple[int, dict[str, str], bytearray]:
+        """One attempt, bounded by ``timeout`` seconds (and the request's ``give_up`` time) and ``max_response_bytes``.
+
+        Each blocking step gets the time that is left; the body is read one ``recv`` at a time, so neither a stalled
+        nor an endless body can pass the deadline or the size limit by more than one read.
+        """
+        deadline = min(time.monotonic() + self.timeout, give_up)
         cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
-        conn = cls(self.host, self.port, timeout=self.timeout)
+        conn = cls(self.host, self.port, timeout=max(deadline - time.monotonic(), 1e-3))
         try:
             conn.connect()
             sock = conn.sock
             conn.request(method, path or "/", body=body, headers=self.headers)
             _settimeout(sock, deadline)
             response = conn.getresponse()
-            chunks = []
+            headers = {k.lower(): v for k, v in response.getheaders()}
+            limit = self.max_response_bytes
+            if response.length is not None and response.length > limit:
+                raise _TooLarge(response.status, f"Content-Length: {response.length}")
+            data = bytearray()
             while True:
                 _settimeout(sock, deadline)
-                chunk = response.read1(1 << 16)  # at most one recv, so the deadline is checked between recvs
+                chunk = response.read1(min(1 << 16, limit + 1 - len(data)))  # at most one recv per deadline check
                 if not chunk:
                     break
-                chunks.append(chunk)
-            return response.status, {k.lower(): v for k, v in response.getheaders()}, b"".join(chunks)
+                data += chunk
+                if len(data) > limit:
+                    raise _TooLarge(response.status, "the body did not end within the limit; reading stopped there")
+            if response.length:  # the connection closed before Content-Length bytes came
+                raise _Incomplete(f"the body was cut off after {len(data)} bytes, {response.length} more announced")
+            return response.status, headers, data
         finally:
             conn.close()
 
@@ -199,27 +340,52 @@ def _describe(err: BaseException, timeout: float) -> str:
         return f"no complete answer within timeout={timeout:g} s (raise timeout= or lower concurrency=)"
     if isinstance(err, ConnectionRefusedError):
         return "connection refused (nothing listens at that address)"
+    if isinstance(err, (_Incomplete, http.client.IncompleteRead)):
+        detail = str(err) if isinstance(err, _Incomplete) else "the chunked body was cut off"
+        return f"incomplete response ({detail}; a server or proxy that dropped the connection mid-answer)"
     return f"{type(err).__name__}: {err}"
 
 
-def _decode(data: bytes, url: str, status: int, attempts: int) -> Any:
+def _decode(data: bytes | bytearray, url: str, status: int, attempts: int) -> Any:
+    """The JSON value of a 2xx body; a body that stops mid-JSON raises ``_Incomplete`` (retried), any other a
+    :class:`ServerError` (not JSON: a proxy's error page, a wrong base_url)."""
     try:
-        return json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        snippet = data[:200].decode("utf-8", "replace")
-        raise ServerError(
-            f"{url} answered HTTP {status} with a body that is not JSON ({err.__class__.__name__}: {err}); it begins "
-            f"{snippet!r}. Is base_url pointing at an OpenAI-compatible / vLLM server (not a proxy's error page)?",
-            url, status, attempts,
-        ) from err
+        text = data.decode(json.detect_encoding(data))
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        if text.lstrip()[:1] in ("{", "[") and _cut_off(text, err):
+            raise _Incomplete(f"the JSON body ends mid-way after {len(data)} bytes") from None
+        problem: BaseException = err
+    except (ValueError, RecursionError) as err:  # bad UTF-8, an integer of > 4300 digits, nesting too deep
+        problem = err
+    snippet = bytes(data[:200]).decode("utf-8", "replace")
+    raise ServerError(
+        f"{url} answered HTTP {status} with a body that is not JSON ({problem.__class__.__name__}: "
+        f"{str(problem)[:200]}); it begins {snippet!r}. Is base_url pointing at an OpenAI-compatible / vLLM server "
+        "(not a proxy's error page)?", url, status, attempts,
+    ) from None
 
 
-def _error_message(data: bytes) -> str:
+_CUT_ESCAPE = re.compile(r"u[0-9a-fA-F]{0,4}(\\u?[0-9a-fA-F]{0,4})?")  # "\\ud83d\\ude0" cut inside an escape
+
+
+def _cut_off(text: str, err: json.JSONDecodeError) -> bool:
+    """Whether ``text`` fails to parse only because it stops early: inside a string (or its ``\\uXXXX`` escape), a
+    number or a literal, or where more must follow (as opposed to a wrong character in the middle: not JSON)."""
+    tail = text[err.pos :].rstrip()
+    return (
+        not tail or err.msg.startswith("Unterminated string") or re.fullmatch(r"[-+.eE0-9]+", tail) is not None
+        or (err.msg.startswith("Invalid \\uXXXX") and _CUT_ESCAPE.fullmatch(tail) is not None)
+        or any(literal.startswith(tail) for literal in ("true", "false", "null", "NaN", "Infinity", "-Infinity"))
+    )
+
+
+def _error_message(data: bytes | bytearray) -> str:
     """The server's error text: OpenAI / vLLM ``{"error": {"message": ...}}``, older vLLM ``{"message": ...}``."""
     try:
-        body = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return data[:300].decode("utf-8", "replace").strip() or "(empty body)"
+        body = json.loads(bytes(data))
+    except (ValueError, RecursionError):
+        return bytes(data[:300]).decode("utf-8", "replace").strip() or "(empty body)"
     if isinstance(body, dict):
         error = body.get("error")
         if isinstance(error, dict) and error.get("message"):
@@ -235,6 +401,61 @@ def _retry_after(headers: dict[str, str]) -> float | None:
         return max(0.0, float(headers.get("retry-after", "")))
     except ValueError:
         return None  # absent, or an HTTP date: use our own backoff
+
+
+def _redact(url: str) -> str:
+    """``url`` with any ``user:password@`` before the host replaced by ``***@`` (for messages about a bad URL)."""
+    head, at, tail = url.rpartition("@")
+    if not at:
+        return url
+    scheme, sep, _ = head.partition("://")
+    return f"{scheme}{sep}***@{tail}" if sep else f"***@{tail}"
+
+
+def _has_control(text: str) -> bool:
+    """Control characters (a line break in a header value would end the header: http.client refuses it late)."""
+    return any(ord(c) < 32 or ord(c) == 127 for c in text)
+
+
+def _is_loopback(host: str) -> bool:
+    host = host.lower().rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def finite_number(value: Any) -> float | None:
+    """``value`` as a float when it is a finite JSON number (int or float, not a bool), else ``None``.
+
+    The one check every number from a server passes before a backbone uses it: NaN, +-inf, ``1e400`` (read as inf),
+    an integer too large for a float, strings and ``true`` are all ``None``.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def model_card(client: JsonClient, model: str | None, hint: str) -> dict[str, Any]:
+    """The ``/v1/models`` entry (a dict with a string ``"id"``) for ``model``, or the first listed.
+
+    Raises:
+        ServerResponseError: The listing has no usable entry; the message ends with ``hint`` (what to pass instead).
+    """
+    url = client.root + "/v1/models"
+    listing = client.get("/v1/models")
+    cards = listing.get("data") if isinstance(listing, dict) else None
+    cards = [c for c in cards if isinstance(c, dict) and isinstance(c.get("id"), str) and c["id"]] if isinstance(
+        cards, list) else []
+    if not cards:
+        raise ServerResponseError(f"{url} lists no model ({str(listing)[:200]}): {hint}", url)
+    return next((c for c in cards if c["id"] == model), cards[0])
 
 
 def map_bounded(fn: Callable[[T], R], items: Sequence[T], concurrency: int) -> list[R]:

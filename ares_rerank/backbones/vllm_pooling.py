@@ -30,7 +30,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .prm import StepTagPRM
-from .served import JsonClient, ServerResponseError, map_bounded
+from .served import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    JsonClient,
+    ServerResponseError,
+    finite_number,
+    map_bounded,
+    model_card,
+)
 
 
 __all__ = ["VLLMPoolingPRM"]
@@ -48,7 +55,9 @@ class VLLMPoolingPRM(StepTagPRM):
         task: The ``/pooling`` task (``"token_classify"``; ``"encode"`` for vLLM before the split into tasks).
         probabilities: ``"auto"``, ``"probs"`` (rows are probabilities) or ``"logits"`` (softmax them here).
         concurrency: Requests in flight at once; each request carries up to ``batch_size`` inputs.
-        timeout, max_retries, backoff, api_key: See :class:`~ares_rerank.backbones.served.JsonClient`.
+        timeout, max_retries, backoff, api_key, total_timeout, max_response_bytes: See
+            :class:`~ares_rerank.backbones.served.JsonClient` (defaults here: 120 s per attempt, 3 retries, 0.5 s,
+            ``OPENAI_API_KEY`` for https / loopback servers only, 600 s per request, 32 MiB per answer).
         extra_body: Extra request fields (e.g. ``{"truncate_prompt_tokens": -1}``).
         trust_remote_code: For loading a tokenizer by name.
         **kwargs: ``system_prompt``, ``step_separator``, ``use_chat_template``, ``batch_size``, ``max_length`` (default:
@@ -70,6 +79,8 @@ class VLLMPoolingPRM(StepTagPRM):
         max_retries: int = 3,
         backoff: float = 0.5,
         api_key: str | None = None,
+        total_timeout: float = 600.0,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         extra_body: dict[str, Any] | None = None,
         trust_remote_code: bool = False,
         **kwargs: Any,
@@ -80,7 +91,8 @@ class VLLMPoolingPRM(StepTagPRM):
             raise ValueError(f"concurrency={concurrency!r} must be a positive integer, e.g. 4.")
         if not isinstance(positive_index, int) or positive_index < 0:
             raise ValueError(f"positive_index={positive_index!r} must be a non-negative integer (Qwen PRM: 1).")
-        self.client = JsonClient(base_url, timeout=timeout, max_retries=max_retries, backoff=backoff, api_key=api_key)
+        self.client = JsonClient(base_url, timeout=timeout, max_retries=max_retries, backoff=backoff, api_key=api_key,
+                                 total_timeout=total_timeout, max_response_bytes=max_response_bytes)
         self._window_given = kwargs.get("max_length") is not None
         super().__init__(None, _load_tokenizer(tokenizer, trust_remote_code), step_tag=step_tag,
                          positive_index=positive_index, **kwargs)
@@ -127,10 +139,22 @@ class VLLMPoolingPRM(StepTagPRM):
         """One ``/pooling`` request for the batch; the positive-class probability at each wanted tag."""
         body = {"model": self.served_model, "input": [list(item["input_ids"]) for item in items], "task": self.task}
         body.update(self.extra_body)
+        return self.tag_probs_from_answer(self.client.post("/pooling", body), items)
+
+    def tag_probs_from_answer(self, answer: Any, items: Sequence[dict[str, Any]]) -> list[list[float]]:
+        """The positive-class probability at each wanted tag of ``items``, read from a decoded ``/pooling`` answer.
+
+        Returns:
+            Per item, one finite probability in [0, 1] per wanted tag (every tag, or the last).
+
+        Raises:
+            ServerResponseError: Entries, rows or numbers that do not fit the request (wrong counts, not numbers,
+                NaN / inf, a probability outside [0, 1]).
+        """
         url = self.client.root + "/pooling"
-        entries = _entries(self.client.post("/pooling", body), len(items), url)
+        entries = _entries(answer, len(items), url)
         out = []
-        for item, entry, wanted in zip(items, entries, self._tag_rows(items)):
+        for item, entry, wanted in zip(items, entries, self._tag_rows(list(items))):
             rows = entry.get("data") if isinstance(entry, dict) else None
             if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
                 raise ServerResponseError(
@@ -155,16 +179,19 @@ class VLLMPoolingPRM(StepTagPRM):
         )
 
     def _positive(self, row: list[Any], url: str) -> float:
-        if len(row) <= self.positive_index or not all(isinstance(x, (int, float)) for x in row):
+        values = [finite_number(x) for x in row]
+        if len(row) <= self.positive_index or None in values:
             raise ServerResponseError(
-                f"{url} returned the row {row[:8]!r}: expected numbers with a column positive_index="
-                f"{self.positive_index} (a 2-label PRM head gives [P(negative), P(positive)]).", url,
+                f"{url} returned the row {str(row[:8])[:200]}: expected numbers (all finite, no NaN / inf) with a "
+                f"column positive_index={self.positive_index} (a 2-label PRM head gives [P(negative), P(positive)]).",
+                url,
             )
-        values = [float(x) for x in row]
         is_probs = all(0.0 <= v <= 1.0 for v in values) and abs(sum(values) - 1.0) < 1e-3
         if self.probabilities == "probs" or (self.probabilities == "auto" and is_probs):
             if not 0.0 <= values[self.positive_index] <= 1.0:
-                raise ServerResponseError(f"{url} returned {values} with probabilities='probs': not in [0, 1].", url)
+                raise ServerResponseError(
+                    f"{url} returned {values[:8]} with probabilities='probs': not in [0, 1].", url,
+                )
             return values[self.positive_index]
         top = max(values)
         weights = [math.exp(v - top) for v in values]
@@ -175,17 +202,10 @@ class VLLMPoolingPRM(StepTagPRM):
         if self._resolved:
             return
         if self.served_model is None or not self._window_given:
-            listing = self.client.get("/v1/models")
-            cards = listing.get("data") if isinstance(listing, dict) else None
-            if not cards:
-                raise ServerResponseError(
-                    f"{self.client.root}/v1/models lists no model ({str(listing)[:200]}): pass model= and max_length=.",
-                    self.client.root + "/v1/models",
-                )
-            card = next((c for c in cards if c.get("id") == self.served_model), cards[0])
-            self.served_model = self.served_model or str(card["id"])
+            card = model_card(self.client, self.served_model, "pass model= and max_length=.")
+            self.served_model = self.served_model or card["id"]
             limit = card.get("max_model_len")
-            if not self._window_given and isinstance(limit, int) and limit > 0:
+            if not self._window_given and isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
                 self.max_length = min(self.max_length, limit)
         self._resolved = True
 
@@ -214,4 +234,9 @@ def _entries(answer: Any, count: int, url: str) -> list[Any]:
         )
     if all(isinstance(e, dict) and isinstance(e.get("index"), int) for e in entries):
         entries = sorted(entries, key=lambda e: e["index"])
+        if [e["index"] for e in entries] != list(range(count)):
+            raise ServerResponseError(
+                f"{url} answered with entry indexes {[e['index'] for e in entries][:20]} for {count} inputs: expected "
+                f"each of 0..{count - 1} once.", url,
+            )
     return entries

@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import json
 import sys
+import types
 import typing
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -46,7 +47,7 @@ def _flag(name: str) -> str:
 def _argparse_type(annotation: Any) -> tuple[Any, dict[str, Any]]:
     """``(type, extra add_argument kwargs)`` for a dataclass field annotation (Optional and list[...] unwrapped)."""
     args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if typing.get_origin(annotation) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         annotation = args[0]
     if typing.get_origin(annotation) is list:
         return typing.get_args(annotation)[0], {"nargs": "+"}

@@ -8,7 +8,7 @@ from .openai_judge import OpenAIJudge
 from .oracle import ClaimTreesOracle
 from .prm import CausalPRM, StepTagPRM
 from .selection import AllPremises, FitPremises, RelevantPremises, SelectingBackbone
-from .served import ServerError, ServerResponseError
+from .served import InsecureCredentialsWarning, ServerError, ServerResponseError
 from .vllm_pooling import VLLMPoolingPRM
 
 
@@ -22,6 +22,7 @@ __all__ = [
     "EntailmentHead",
     "FitPremises",
     "FunctionBackbone",
+    "InsecureCredentialsWarning",
     "LLMJudge",
     "OpenAIJudge",
     "RelevantPremises",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ import numpy as np
 
 from .io import write_atomic
 
-from .backbones.hub import CALIBRATION_FILE, read_calibration
+from .backbones.hub import CALIBRATION_FILE, check_calibration, read_calibration
 
 
 __all__ = [
@@ -284,19 +285,46 @@ def reliability_diagram(
 def write_calibration(directory: str | Path, values: dict[str, Any]) -> Path:
     """Write (or update) ``ares_calibration.json`` in ``directory``; existing keys not in ``values`` are kept.
 
+    The write is atomic (a temporary file beside it replaces the file when complete; temporary files of killed runs
+    are removed). A symlink in place of the file is refused: the calibration belongs to this folder, and writing
+    through (or replacing) a link would change what another folder, or a hub cache snapshot, holds.
+
     Args:
         directory: The model / adapter folder the calibration belongs to.
         values: At least ``"temperature"`` (> 0); anything else JSON-serializable (ECE, base model, selection...).
 
     Returns:
         The path of the JSON file.
+
+    Raises:
+        ValueError: No finite temperature > 0, a merged key the loaders would reject, the file is a symlink, or the
+            existing file is not a JSON object.
     """
     t = values.get("temperature")
     if not isinstance(t, (int, float)) or isinstance(t, bool) or not (t > 0 and math.isfinite(t)):
         raise ValueError(f"write_calibration(values=...) needs a finite 'temperature' > 0, got {t!r}.")
     path = Path(directory) / CALIBRATION_FILE
-    merged = read_calibration(directory)
+    if path.is_symlink():
+        raise ValueError(
+            f"{path} is a symlink (to {os.readlink(path)!r}): write_calibration never writes through or replaces a "
+            "link. Copy the model folder (or remove the link) and calibrate the copy."
+        )
+    merged = _existing_calibration(path)
     merged.update(values)
+    check_calibration(merged, path)  # never write a file the loaders would refuse
     write_atomic(path, json.dumps(merged, indent=2, sort_keys=True) + "\n")
     return path
 
+
+def _existing_calibration(path: Path) -> dict[str, Any]:
+    """The record already in ``path`` (``{}`` if none) for merging; its own temperature is about to be replaced, so
+    only its form is checked (an object), not its values."""
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not valid JSON ({err}): fix or delete it, then calibrate again.") from err
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} holds a JSON {type(data).__name__}, not an object: fix or delete it.")
+    return data

@@ -8,7 +8,9 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from numbers import Real
 from typing import Any, Sequence
 
 
@@ -20,11 +22,18 @@ class Chain:
     """A reasoning chain ``C_1..C_n`` (base claims, assumed given) followed by ``C_{n+1}..C_{n+m}`` (steps).
 
     Args:
-        base_claims: The context / problem statement, one string per claim. May be empty (no context).
-        steps: The derived claims an LLM wrote, in order. At least one.
+        base_claims: The context / problem statement, one string per claim. May be empty (no context); a blank base
+            claim is kept (it adds nothing to a premise).
+        steps: The derived claims an LLM wrote, in order. At least one, none blank.
         labels: Optional gold labels, one per step: ``1`` = unsound, ``0`` = sound.
         id: Optional identifier (kept through scoring; used to split data by chain).
         meta: Free-form metadata (task name, source record, ...).
+
+    Raises:
+        TypeError: ``base_claims`` / ``steps`` is not a list of strings (``None``, a number, one string, a dict),
+            ``labels`` is not a list, or ``meta`` is not a dict; the message names the field and the value.
+        ValueError: No step, a blank step, text that cannot be encoded as UTF-8 (a lone surrogate such as
+            ``"\\udcff"``; the message names the chain id and the index), or labels that are not one 0/1 per step.
     """
 
     base_claims: tuple[str, ...]
@@ -41,23 +50,26 @@ class Chain:
         id: str | None = None,
         meta: dict[str, Any] | None = None,
     ) -> None:
-        base_claims = _as_str_tuple(base_claims, "base_claims")
-        steps = _as_str_tuple(steps, "steps")
+        base_claims = _as_str_tuple(base_claims, "base_claims", id)
+        steps = _as_str_tuple(steps, "steps", id)
         if not steps:
             raise ValueError(
                 "Chain(steps=[]) has no steps to score: pass at least one derived claim "
                 "(a completion with no text gives no chain; skip it or give it a score yourself)."
             )
-        if labels is not None:
-            labels = tuple(int(x) for x in labels)
-            if len(labels) != len(steps):
+        for k, step in enumerate(steps):
+            if not step.strip():
                 raise ValueError(
-                    f"Chain(labels=...) has {len(labels)} labels for {len(steps)} steps: give one label per step "
-                    "(1 = unsound, 0 = sound) or labels=None."
+                    f"Chain{_named(id)} steps[{k}] is blank ({step!r}): a step with no text cannot be judged (the "
+                    "reward calls such a completion unscorable). Drop blank steps (split_steps / Chain.from_text do) "
+                    "or give the step its text."
                 )
-            bad = [x for x in labels if x not in (0, 1)]
-            if bad:
-                raise ValueError(f"Chain(labels=...) contains {bad[0]!r}: labels must be 0 (sound) or 1 (unsound).")
+        if labels is not None:
+            labels = _as_labels(labels, len(steps))
+        if meta is not None and not isinstance(meta, Mapping):
+            raise TypeError(
+                f"Chain(meta={_short(meta)}) is {type(meta).__name__}: pass a dict (free-form metadata) or None."
+            )
         object.__setattr__(self, "base_claims", base_claims)
         object.__setattr__(self, "steps", steps)
         object.__setattr__(self, "labels", labels)
@@ -114,18 +126,65 @@ class Chain:
         return cls(base, steps, labels=labels, id=id)
 
 
-def _as_str_tuple(values: Sequence[str], name: str) -> tuple[str, ...]:
-    if isinstance(values, str):
+def _named(chain_id: Any) -> str:
+    return "" if chain_id is None else f" {chain_id!r}"
+
+
+def _as_str_tuple(values: Any, name: str, chain_id: Any = None) -> tuple[str, ...]:
+    """``values`` as a tuple of strings that can be UTF-8 encoded (hashing, tokenizers and JSON output need it)."""
+    if isinstance(values, (str, bytes)):
         raise TypeError(f"Chain({name}=...) got a single string; pass a list of strings (one per claim).")
+    if values is None or isinstance(values, (Mapping, set, frozenset)) or not isinstance(values, Iterable):
+        raise TypeError(
+            f"Chain({name}={_short(values)}) is {type(values).__name__}: pass a list of strings, one per claim"
+            + (" ([] for no context)." if name == "base_claims" else " (at least one step).")
+        )
     out = tuple(values)
     for i, v in enumerate(out):
         if not isinstance(v, str):
-            raise TypeError(f"Chain({name}[{i}]) is {type(v).__name__}, expected str.")
+            raise TypeError(f"Chain({name}[{i}]) is {type(v).__name__} ({_short(v)}), expected str: pass the text.")
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise ValueError(
+                f"Chain{_named(chain_id)} {name}[{i}] cannot be encoded as UTF-8 ({v[err.start:err.end]!r} at "
+                f"position {err.start}, a lone surrogate): decode the input with errors='replace' or remove the "
+                "character."
+            ) from None
     return out
+
+
+def _as_labels(values: Any, num_steps: int) -> tuple[int, ...]:
+    """Gold labels as a tuple of 0/1 ints, one per step."""
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+        raise TypeError(
+            f"Chain(labels={_short(values)}) is {type(values).__name__}: pass a list of 0/1 ints, one per step "
+            "(1 = unsound, 0 = sound), or labels=None."
+        )
+    labels = tuple(values)
+    if len(labels) != num_steps:
+        raise ValueError(
+            f"Chain(labels=...) has {len(labels)} labels for {num_steps} steps: give one label per step "
+            "(1 = unsound, 0 = sound) or labels=None."
+        )
+    for i, x in enumerate(labels):
+        numeric = isinstance(x, Real) or getattr(getattr(x, "dtype", None), "kind", "") == "b"  # numpy bools too
+        if not numeric or x not in (0, 1):
+            raise ValueError(
+                f"Chain(labels=...) contains {x!r} at index {i}: labels must be 0 (sound) or 1 (unsound)."
+            )
+    return tuple(int(x) for x in labels)
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def split_prompt(prompt: str, mode: str = "none") -> list[str]:
     """Turn a prompt into base claims: ``"none"`` (one claim), ``"sentences"`` or ``"lines"``."""
+    if not isinstance(prompt, str):
+        raise TypeError(f"split_prompt(prompt=...) must be a string, got {type(prompt).__name__}.")
     if mode == "none":
         return [prompt.strip()] if prompt.strip() else []
     if mode == "sentences":
@@ -140,11 +199,28 @@ def split_steps(text: str, separator: str | None = "\n\n") -> list[str]:
 
     ``separator`` is a literal string, a regex when prefixed with ``re:``, or ``None`` for sentence splitting.
     """
+    if not isinstance(text, str):
+        raise TypeError(f"split_steps(text=...) must be a string, got {type(text).__name__}.")
     if separator is None:
         return split_sentences(text)
+    if not isinstance(separator, str):
+        raise TypeError(
+            f"step_separator={separator!r} is {type(separator).__name__}: pass a string (e.g. '\\n\\n'), "
+            "'re:<pattern>' or None."
+        )
     if separator == "":
         raise ValueError("step_separator='' would split nothing: use e.g. '\\n\\n', '\\n', 're:<pattern>' or None.")
-    parts = re.split(separator[3:], text) if separator.startswith("re:") else text.split(separator)
+    if separator.startswith("re:"):
+        try:
+            pattern = re.compile(separator[3:])
+        except re.error as err:
+            raise ValueError(
+                f"step_separator={separator!r} is not a valid regular expression ({err}): fix the pattern after "
+                "'re:', or pass a literal separator without the 're:' prefix."
+            ) from None
+        parts = pattern.split(text)
+    else:
+        parts = text.split(separator)
     return [p.strip() for p in parts if p and p.strip()]
 
 

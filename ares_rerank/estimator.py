@@ -36,6 +36,7 @@ All distinct inputs of one step, across every chain being scored, go to the back
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -46,9 +47,13 @@ from .backbones.selection import premise_selector
 from .chain import Chain, ChainScores
 
 
-__all__ = ["AresConfig", "ares_scores", "sample_size"]
+__all__ = ["DEFAULT_MAX_SAMPLES", "MAX_SAMPLE_BYTES", "AresConfig", "ares_scores", "check_sample_size", "sample_size"]
 
 _MODES = ("auto", "exact", "sample")
+#: Default of ``AresConfig.max_samples``: trajectories per chain in sample mode (eps = 0.01 needs 26,492 at m = 10).
+DEFAULT_MAX_SAMPLES = 100_000
+#: Sample mode's ``(N, claims)`` boolean mask matrix may not exceed this many bytes (N trajectories x claims).
+MAX_SAMPLE_BYTES = 2**30
 
 
 @dataclass
@@ -81,6 +86,12 @@ class AresConfig:
                           "default 2*eps, so the bound ends at eps. 0 = prune nothing."},
     )
     threshold: float = field(default=0.5, metadata={"help": "A step is flagged unsound iff tau_k <= threshold."})
+    max_samples: int = field(
+        default=DEFAULT_MAX_SAMPLES,
+        metadata={"help": "Sample mode: refuse (ValueError) a chain that needs more trajectories than this, "
+                          "N = ceil(ln(2m/delta) / (2 eps^2)), before allocating anything (eps = delta = 0.1 needs "
+                          "265 at m = 10 steps, 841 at m = 10^6). Memory: about N x claims bytes."},
+    )
 
     def __post_init__(self) -> None:
         for name in ("eps", "delta"):
@@ -113,6 +124,15 @@ class AresConfig:
             )
         if not _is_number(self.threshold) or not (0.0 <= float(self.threshold) <= 1.0):
             raise ValueError(f"AresConfig(threshold={self.threshold!r}) must lie in [0, 1].")
+        if not _is_int(self.seed) or self.seed < 0:
+            raise ValueError(f"AresConfig(seed={self.seed!r}) must be a non-negative integer, e.g. 0.")
+        if not _is_int(self.max_samples) or self.max_samples < 1:
+            raise ValueError(
+                f"AresConfig(max_samples={self.max_samples!r}) must be a positive integer (trajectories per chain), "
+                f"e.g. {DEFAULT_MAX_SAMPLES}."
+            )
+        if self.mode == "sample":  # the shortest chain (one step) must fit; longer chains are checked when sampled
+            check_sample_size(1, self)
 
     @property
     def prune_budget(self) -> float:
@@ -138,11 +158,62 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def _required_samples(num_steps: int, eps: float, delta: float) -> float:
+    """``ln(2m/delta) / (2 eps^2)`` as a float (``inf`` where it overflows), before rounding up."""
+    try:
+        return math.log(2 * num_steps / delta) / (2 * eps * eps)
+    except (ZeroDivisionError, OverflowError):  # eps so small that eps^2 underflows: more than any bound
+        return math.inf
+
+
 def sample_size(num_steps: int, eps: float = 0.1, delta: float = 0.1) -> int:
     """Trajectories needed for the guarantee on a chain of ``num_steps`` steps: ``ceil(ln(2m/delta) / (2 eps^2))``."""
     if num_steps < 1:
         raise ValueError(f"sample_size(num_steps={num_steps}) needs at least one step.")
-    return math.ceil(math.log(2 * num_steps / delta) / (2 * eps * eps))
+    needed = _required_samples(num_steps, eps, delta)
+    if not math.isfinite(needed):
+        raise ValueError(f"sample_size(eps={eps!r}) needs more trajectories than a float can count: raise eps.")
+    return math.ceil(needed)
+
+
+def check_sample_size(num_steps: int, config: AresConfig, chain: Chain | None = None) -> int:
+    """The N of sample mode for a chain of ``num_steps`` steps, or a ValueError when it exceeds the bounds.
+
+    Two bounds, both checked before any allocation: ``config.max_samples`` trajectories, and
+    :data:`MAX_SAMPLE_BYTES` for the ``(N, claims)`` mask matrix (one byte per trajectory and claim).
+    """
+    needed = _required_samples(num_steps, config.eps, config.delta)
+    where = f"chain {chain.id!r} of {num_steps} steps" if chain is not None and chain.id is not None else (
+        f"a chain of {num_steps} step{'s' if num_steps != 1 else ''}")
+    if needed > config.max_samples:
+        shown = f"N = {math.ceil(needed):,} trajectories" if math.isfinite(needed) else "too many trajectories to count"
+        fits = math.sqrt(math.log(2 * num_steps / config.delta) / (2 * config.max_samples))
+        unit = 10.0 ** (math.floor(math.log10(fits)) - 1)
+        fits = math.ceil(fits / unit) * unit  # rounded up to two digits, so the value shown does fit
+        why = " (auto mode fell back to sampling: exact mode's bound exceeded eps)" if config.mode == "auto" else ""
+        raise ValueError(
+            f"AresConfig(eps={config.eps!r}, delta={config.delta!r}) needs {shown} for {where}{why} "
+            f"(N = ceil(ln(2m/delta) / (2 eps^2))), more than max_samples={config.max_samples:,}: raise eps (eps >= "
+            f"{fits:.2g} fits) or delta, or raise max_samples if the memory (about N x claims bytes) and time are "
+            "acceptable."
+        )
+    n_samples = math.ceil(needed)
+    claims = num_steps if chain is None else chain.num_base + chain.num_steps
+    if n_samples * claims > MAX_SAMPLE_BYTES:
+        raise ValueError(
+            f"sample mode for {where} and {claims} claims needs a {n_samples:,} x {claims} mask matrix "
+            f"({_size(n_samples * claims)}), more than the {_size(MAX_SAMPLE_BYTES)} bound: raise eps or delta (fewer "
+            "trajectories), or split the chain."
+        )
+    return n_samples
+
+
+def _size(num_bytes: float) -> str:
+    return f"{num_bytes / 2**30:.1f} GiB" if num_bytes >= 2**30 else f"{num_bytes / 2**20:.1f} MiB"
 
 
 class _Run:
@@ -285,7 +356,7 @@ class _Run:
         """(Re)start in sample mode at step 0; values already in the memo are reused, not recomputed."""
         self.sample, self.k, self.scores, self.bounds = True, 0, [], []
         chain = self.chain
-        self.n_samples = sample_size(chain.num_steps, self.config.eps, self.config.delta)
+        self.n_samples = check_sample_size(chain.num_steps, self.config, chain)  # bounded before any allocation
         # Seeded by the chain's text, so a chain gets the same scores alone or in any batch.
         self.rng = np.random.default_rng([self.config.seed, int(chain.fingerprint()[:15], 16)])
         self.rows = np.zeros((self.n_samples, chain.num_base + chain.num_steps), dtype=bool)

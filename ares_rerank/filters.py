@@ -11,6 +11,7 @@ Works on plain lists (:meth:`AresFilter.keep_mask`, :func:`filter_completions`) 
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 from .aggregate import Aggregate, get_aggregate
@@ -28,7 +29,8 @@ class AresFilter:
 
     Args:
         reranker: The reranker that scores (its method, backbone and step splitting apply).
-        threshold: Minimum chain score to keep, or ``None``.
+        threshold: Minimum chain score to keep, or ``None``; a finite number, in [0, 1] with a built-in aggregate
+            (else a ValueError: NaN, inf or 5 would keep nothing or everything without a word).
         top_k: Keep at most this many completions per prompt, or ``None``.
         aggregate: Chain score (default: the reranker's).
         prompt_column, completion_column: Dataset columns read by ``__call__`` / ``add_scores`` /
@@ -51,8 +53,8 @@ class AresFilter:
             raise TypeError(f"AresFilter(reranker=...) must be an AresReranker, got {type(reranker).__name__}.")
         if threshold is None and top_k is None:
             raise ValueError("AresFilter needs threshold=..., top_k=..., or both (e.g. threshold=0.5).")
-        if threshold is not None and not isinstance(threshold, (int, float)):
-            raise TypeError(f"AresFilter(threshold={threshold!r}) must be a float or None.")
+        if threshold is not None:
+            _check_threshold(threshold, aggregate if aggregate is not None else reranker.aggregate)
         if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
             raise ValueError(f"AresFilter(top_k={top_k!r}) must be a positive int or None.")
         if aggregate is not None:
@@ -135,6 +137,23 @@ class AresFilter:
                 kept[self.completion_column][row].append(candidate)
                 kept[self.score_column][row].append(score)
         return kept
+
+
+def _check_threshold(threshold: Any, aggregate: Aggregate) -> None:
+    """A finite number; in [0, 1] with a built-in aggregate (its scores lie there, so any other value keeps all or
+    nothing). A callable aggregate may score on another scale: only finiteness is required then."""
+    if not isinstance(threshold, (int, float)) or isinstance(threshold, bool):
+        raise TypeError(f"AresFilter(threshold={threshold!r}) must be a float or None.")
+    if not math.isfinite(threshold):
+        raise ValueError(
+            f"AresFilter(threshold={threshold!r}) must be a finite number (NaN or inf keeps nothing or everything): "
+            "e.g. threshold=0.5, or threshold=None to keep by top_k alone."
+        )
+    if isinstance(aggregate, str) and not 0.0 <= threshold <= 1.0:
+        raise ValueError(
+            f"AresFilter(threshold={threshold!r}) is outside [0, 1], where chain scores with aggregate={aggregate!r} "
+            "lie (it would keep nothing or everything): pass a threshold in [0, 1], e.g. 0.5."
+        )
 
 
 def filter_completions(

@@ -142,6 +142,9 @@ class AresReranker:
         split_prompt("x", prompt_split)  # validates prompt_split now, not on the first call
         split_steps("x", step_separator)  # validates step_separator
         get_aggregate(aggregate)
+        for name, roles in (("prompt_roles", prompt_roles), ("completion_roles", completion_roles)):
+            if isinstance(roles, str) or not isinstance(roles, Sequence) or not all(isinstance(r, str) for r in roles):
+                raise TypeError(f"AresReranker({name}={roles!r}) must be a list of role names, e.g. ['user'].")
         self.backbone = resolve_backbone(backbone)
         self.config = config or AresConfig()
         self.method = method
@@ -163,6 +166,7 @@ class AresReranker:
 
         Raises:
             TypeError: The prompt or completion is neither a string nor a list of messages.
+            ValueError: Their text cannot be encoded as UTF-8 (a lone surrogate), see :class:`Chain`.
         """
         prompt_text = message_text(prompt, self.prompt_roles, "prompt")
         completion_text = message_text(completion, self.completion_roles, "completion")
@@ -185,8 +189,9 @@ class AresReranker:
             prompts: One prompt per completion (strings or message lists).
             completions: The completions (strings or message lists).
             aggregate: Chain score for this call (default: the reranker's).
-            on_error: ``"raise"`` propagates bad input types and backbone errors; ``"none"`` turns them into a
-                record with ``score=None`` and the message in ``"error"`` (used by rewards: nothing escapes).
+            on_error: ``"raise"`` propagates bad input (types, text that cannot be encoded) and backbone errors;
+                ``"none"`` turns them into a record with ``score=None`` and the message in ``"error"`` (used by
+                rewards: nothing escapes).
 
         Returns:
             One record per pair, in order: ``index``, ``text`` (the completion as given), ``steps``,
@@ -198,6 +203,11 @@ class AresReranker:
             raise ValueError(f"on_error={on_error!r} is not supported: use 'raise' or 'none'.")
         if isinstance(completions, str) or isinstance(prompts, str):
             raise TypeError("score_pairs(prompts, completions) takes two lists, got a string; wrap it in a list.")
+        for name, value in (("prompts", prompts), ("completions", completions)):
+            if not isinstance(value, Sequence):
+                raise TypeError(
+                    f"score_pairs({name}=...) is {type(value).__name__}: pass a list with one entry per completion."
+                )
         if len(prompts) != len(completions):
             raise ValueError(
                 f"score_pairs got {len(prompts)} prompts for {len(completions)} completions: pass one prompt per "
@@ -210,7 +220,7 @@ class AresReranker:
         for record, prompt, completion in zip(records, prompts, completions):
             try:
                 chain = self.to_chain(prompt, completion)
-            except TypeError as err:
+            except (TypeError, ValueError) as err:  # not text, or text that cannot be encoded (a lone surrogate)
                 if on_error == "raise":
                     raise
                 record["error"] = str(err)
@@ -270,21 +280,9 @@ class AresReranker:
         Returns:
             P lists of records (see :meth:`score_pairs`); ``index`` is the candidate's position in its list.
         """
-        if isinstance(prompts, str):
-            raise TypeError("score_batch(prompts=...) got a string: pass a list of prompts (or use score()).")
-        if len(prompts) != len(completions):
-            raise ValueError(f"score_batch got {len(prompts)} prompts but {len(completions)} candidate lists.")
+        _check_candidate_lists(prompts, completions)
         flat_prompts, flat_completions, sizes = [], [], []
-        for i, (prompt, candidates) in enumerate(zip(prompts, completions)):
-            if isinstance(candidates, str) or not isinstance(candidates, Sequence):
-                raise TypeError(
-                    f"completions[{i}] is {type(candidates).__name__}: pass a list of candidate completions per prompt."
-                )
-            if candidates and all(isinstance(c, dict) and "role" in c for c in candidates):
-                raise TypeError(
-                    f"completions[{i}] is one conversation (a list of messages), not a list of candidates: wrap it, "
-                    "e.g. [conversation]."
-                )
+        for prompt, candidates in zip(prompts, completions):
             flat_prompts += [prompt] * len(candidates)
             flat_completions += list(candidates)
             sizes.append(len(candidates))
@@ -346,6 +344,7 @@ class AresReranker:
         self, prompts: Sequence[Any], completions: Sequence[Sequence[Any]], aggregate: Aggregate | None = None
     ) -> list[dict[str, Any]]:
         """:meth:`select` for many prompts, scored in one estimator call."""
+        _check_candidate_lists(prompts, completions)
         for i, candidates in enumerate(completions):
             if len(candidates) == 0:
                 raise ValueError(f"select: completions[{i}] is empty; there is nothing to select from.")
@@ -354,6 +353,29 @@ class AresReranker:
     def select(self, prompt: Any, completions: Sequence[Any], aggregate: Aggregate | None = None) -> dict[str, Any]:
         """The best candidate as an ``{"index", "score", "text"}`` record (ties: the lower index)."""
         return self.select_batch([prompt], [completions], aggregate=aggregate)[0]
+
+
+def _check_candidate_lists(prompts: Any, completions: Any) -> None:
+    """P prompts and P lists of candidates (``score_batch`` / ``rank_batch`` / ``select_batch``), or a TypeError /
+    ValueError naming the argument."""
+    if isinstance(prompts, str):
+        raise TypeError("score_batch(prompts=...) got a string: pass a list of prompts (or use score()).")
+    if not isinstance(prompts, Sequence):
+        raise TypeError(f"prompts is {type(prompts).__name__}: pass a list of prompts (one prompt: use score()).")
+    if isinstance(completions, str) or not isinstance(completions, Sequence):
+        raise TypeError(f"completions is {type(completions).__name__}: pass one list of candidates per prompt.")
+    if len(prompts) != len(completions):
+        raise ValueError(f"score_batch got {len(prompts)} prompts but {len(completions)} candidate lists.")
+    for i, candidates in enumerate(completions):
+        if isinstance(candidates, str) or not isinstance(candidates, Sequence):
+            raise TypeError(
+                f"completions[{i}] is {type(candidates).__name__}: pass a list of candidate completions per prompt."
+            )
+        if candidates and all(isinstance(c, dict) and "role" in c for c in candidates):
+            raise TypeError(
+                f"completions[{i}] is one conversation (a list of messages), not a list of candidates: wrap it, "
+                "e.g. [conversation]."
+            )
 
 
 def _empty_record(index: int, completion: Any) -> dict[str, Any]:

@@ -16,6 +16,7 @@ text without the step separator             a score: the whole completion is one
 one 5,000-word step                         a score (the backbone truncates); ``unscorable_value`` if the backbone
                                             raises on it (other completions of the batch are still scored)
 non-string (``None``, ``42``, ...)          ``unscorable_value``
+text with a lone surrogate (``"\\udcff"``)   ``unscorable_value``: it cannot be encoded as UTF-8
 conversational (``[{"role", "content"}]``)  a score from the assistant messages' text; mixed with strings in one
                                             call, each completion is read in its own format
 conversation with non-text content          ``unscorable_value``
@@ -32,6 +33,7 @@ is ``configure_default(backbone=...)``, else ``$ARES_RERANK_BACKBONE``, else ``"
 from __future__ import annotations
 
 import logging
+import math
 import os
 from typing import Any, Callable, Sequence
 
@@ -93,7 +95,7 @@ class AresReward:
             a callable.
         name: The ``__name__`` (metric key). Default: ``"<method>_<aggregate>"``, e.g. ``"ares_final"``.
         unscorable_value: Returned for a completion that cannot be scored (empty, blank, not text, backbone
-            error). ``None`` (default) is TRL's "not applicable"; e.g. ``0.0`` penalizes instead.
+            error). ``None`` (default) is TRL's "not applicable"; e.g. ``0.0`` penalizes instead. Must be finite.
         on_error: ``"none"`` (default) never raises on a completion; ``"raise"`` propagates (debugging).
         log_stats: When TRL passes ``log_metric`` / ``log_extra``, log the scored fraction, mean steps, the
             flagged-step fraction and backbone evaluations, and per-completion ``num_steps`` / ``first_error``.
@@ -114,10 +116,20 @@ class AresReward:
                 f"{type(reranker).__name__}; build one with AresReranker(backbone)."
             )
         get_aggregate(aggregate)
+        if name is not None and (not isinstance(name, str) or not name):
+            raise TypeError(f"AresReward(name={name!r}) must be a non-empty string (TRL's metric key) or None.")
         if on_error not in ("none", "raise"):
             raise ValueError(f"AresReward(on_error={on_error!r}) is not supported: use 'none' or 'raise'.")
-        if unscorable_value is not None and not isinstance(unscorable_value, (int, float)):
+        if unscorable_value is not None and (
+            not isinstance(unscorable_value, (int, float)) or isinstance(unscorable_value, bool)
+        ):
             raise TypeError(f"AresReward(unscorable_value={unscorable_value!r}) must be a float or None.")
+        if unscorable_value is not None and not math.isfinite(unscorable_value):
+            raise ValueError(
+                f"AresReward(unscorable_value={unscorable_value!r}) must be finite: a NaN or inf reward poisons the "
+                "trainer's group statistics. Pass None (TRL's 'not applicable', ignored in the statistics) or a "
+                "penalty such as 0.0."
+            )
         self.reranker = reranker
         self.aggregate = aggregate
         self.unscorable_value = None if unscorable_value is None else float(unscorable_value)

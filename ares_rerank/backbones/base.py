@@ -10,13 +10,24 @@ Callers that collect many pairs for one call (the estimator's waves, the baselin
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
+import numbers
+from collections.abc import Iterable, Mapping
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 
-__all__ = ["Backbone", "ChainBackbone", "FunctionBackbone", "PairBatch", "accepts_num_base", "call_backbone"]
+__all__ = [
+    "Backbone",
+    "ChainBackbone",
+    "FunctionBackbone",
+    "PairBatch",
+    "accepts_num_base",
+    "call_backbone",
+    "check_probabilities",
+]
 
 
 @runtime_checkable
@@ -59,8 +70,10 @@ class FunctionBackbone:
         self.fn = fn
         self.name = name or getattr(fn, "__name__", type(fn).__name__)
 
-    def entailment_probs(self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str]) -> Sequence[float]:
-        return self.fn([list(p) for p in premises], list(hypotheses))  # checked by call_backbone
+    def entailment_probs(self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str]) -> list[float]:
+        """``fn``'s answer, checked: one finite probability in [0, 1] per hypothesis (:func:`check_probabilities`)."""
+        hypotheses = list(hypotheses)
+        return check_probabilities(self.fn([list(p) for p in premises], hypotheses), hypotheses, self).tolist()
 
     def __repr__(self) -> str:
         return f"FunctionBackbone({self.name})"
@@ -95,24 +108,57 @@ def call_backbone(
         raw = backbone.entailment_probs(premises, hypotheses, num_base=list(num_base))
     else:
         raw = backbone.entailment_probs(premises, hypotheses)
+    return check_probabilities(raw, hypotheses, backbone)
+
+
+def check_probabilities(raw: Any, hypotheses: Sequence[str], backbone: Any = None) -> np.ndarray:
+    """What a backbone returned as ``(len(hypotheses),)`` float64, or a clear error.
+
+    A list, tuple, array or tensor of numbers is accepted; a mapping (whose keys iteration would read), a set (no
+    order), a string, a scalar or ``None`` is a TypeError, and so is any element that is not a number (strings such
+    as ``"0.5"`` included). Then one value per hypothesis, each finite and in [0, 1], or a ValueError.
+    """
+    who = f"backbone {backbone!r}"
+    if raw is None or isinstance(raw, (str, bytes, Mapping, set, frozenset)) or not isinstance(raw, Iterable):
+        raise TypeError(
+            f"{who} returned {type(raw).__name__} ({_short(raw)}): return a list (or array) with one probability per "
+            "(premises, hypothesis) pair, in order."
+        )
     try:
-        values = np.asarray([float(x) for x in raw], dtype=np.float64)
+        items = list(itertools.islice(raw, len(hypotheses) + 1))  # an endless iterator is read one value too far
+    except TypeError as err:  # e.g. a 0-d array
+        raise TypeError(f"{who} returned {type(raw).__name__} that cannot be iterated ({err}).") from err
+    for i, x in enumerate(items):
+        numeric = isinstance(x, (numbers.Real, np.ndarray, np.generic)) or hasattr(x, "dtype")  # + torch scalars
+        if isinstance(x, (str, bytes)) or not numeric:
+            raise TypeError(
+                f"{who} returned non-numeric values ({type(x).__name__} {_short(x)} for pair {i}); return floats in "
+                "[0, 1]."
+            )
+    try:
+        values = np.asarray([float(x) for x in items], dtype=np.float64)
     except (TypeError, ValueError) as err:
-        raise TypeError(f"backbone {backbone!r} returned non-numeric values ({err}); return floats in [0, 1].") from err
+        raise TypeError(f"{who} returned non-numeric values ({err}); return floats in [0, 1].") from err
     if values.shape != (len(hypotheses),):
+        count = f"more than {len(hypotheses)}" if values.size > len(hypotheses) else str(values.size)
         raise ValueError(
-            f"backbone {backbone!r} returned {values.size} values for {len(hypotheses)} hypotheses: "
+            f"{who} returned {count} values for {len(hypotheses)} hypotheses: "
             "return exactly one probability per (premises, hypothesis) pair."
         )
     bad = np.flatnonzero(~np.isfinite(values) | (values < 0.0) | (values > 1.0))
     if bad.size:
         i = int(bad[0])
-        kind = "NaN" if math.isnan(values[i]) else f"{values[i]!r}, outside [0, 1]"
+        kind = "NaN" if math.isnan(values[i]) else f"{float(values[i])!r}, outside [0, 1]"
         raise ValueError(
-            f"backbone {backbone!r} returned {kind} for pair {i} (hypothesis {hypotheses[i][:80]!r}): probabilities "
+            f"{who} returned {kind} for pair {i} (hypothesis {hypotheses[i][:80]!r}): probabilities "
             "must be finite and in [0, 1]; apply a sigmoid/softmax to logits before returning."
         )
     return values
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class PairBatch:

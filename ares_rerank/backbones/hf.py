@@ -35,6 +35,7 @@ __all__ = [
     "clean_claim",
     "encode_with_markers",
     "model_window",
+    "position_limit",
     "single_token_id",
     "softmax_pick",
     "special_prefix",
@@ -78,16 +79,55 @@ def single_token_id(tokenizer: Any, text: str, parameter: str) -> int:
 
 
 def model_window(model: Any, tokenizer: Any, max_length: int | None) -> int:
-    """The longest input the model takes: ``max_length`` if given, else the smaller of the tokenizer's and config's."""
+    """The longest input the model takes: ``max_length`` if given, else the smaller of the tokenizer's and config's.
+
+    Raises:
+        ValueError: ``max_length`` is not an integer >= 8, or exceeds the model's learned position table (see
+            :func:`position_limit`): such inputs would crash inside the model's embeddings.
+    """
+    table = position_limit(model)
     if max_length is not None:
         if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 8:
             raise ValueError(f"max_length={max_length!r} must be an integer >= 8 (tokens), or None for the model's.")
+        if table is not None and max_length > table:
+            config = getattr(model, "config", None)
+            raise ValueError(
+                f"max_length={max_length} is longer than this model's position table: it embeds at most {table} "
+                f"positions (config.max_position_embeddings={getattr(config, 'max_position_embeddings', None)}, "
+                f"less the positions it reserves). Use max_length <= {table}, or None for the model's window."
+            )
         return max_length
     limits = [getattr(tokenizer, "model_max_length", None)]
     config = getattr(model, "config", None)
     limits.append(getattr(config, "max_position_embeddings", None))
+    limits.append(table)
     limits = [int(x) for x in limits if isinstance(x, int) and 0 < x < 1_000_000]
     return min(limits) if limits else 2048
+
+
+# Names of learned absolute position tables: BERT / RoBERTa / DistilBERT ..., GPT-2, BART / OPT.
+_POSITION_TABLES = ("position_embeddings", "wpe", "embed_positions")
+
+
+def position_limit(model: Any) -> int | None:
+    """How many positions the model's learned absolute position table embeds, or ``None`` without one (rotary or
+    relative positions, or not a torch module).
+
+    Some tables reserve their first rows: RoBERTa-style models start positions after the padding index
+    (``max_position_embeddings`` 514 holds 512 tokens), BART-style ones keep an ``offset``.
+    """
+    import torch
+
+    named = getattr(model, "named_modules", None)
+    if not callable(named):
+        return None
+    for name, module in named():
+        if isinstance(module, torch.nn.Embedding) and name.rsplit(".", 1)[-1] in _POSITION_TABLES:
+            offset = getattr(module, "offset", None)
+            if not isinstance(offset, int):
+                offset = 0 if module.padding_idx is None else module.padding_idx + 1
+            return int(module.num_embeddings) - offset
+    return None
 
 
 class HFBackbone:

@@ -9,6 +9,7 @@ need them, so importing this module stays light.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ __all__ = [
     "DEFAULT_HEAD_DIR",
     "PACKAGED_ENCODER",
     "adapter_base_model",
+    "check_calibration",
     "load_model_and_tokenizer",
     "read_calibration",
     "resolve_model_name",
@@ -79,20 +81,56 @@ def select_dtype(dtype: Any, device: Any) -> Any:
 
 
 def read_calibration(*folders: str | Path | None) -> dict[str, Any]:
-    """The first ``ares_calibration.json`` found in ``folders`` (``{}`` if none), checked: ``temperature > 0``."""
+    """The first ``ares_calibration.json`` found in ``folders`` (``{}`` if none), checked by
+    :func:`check_calibration` (a symlinked file is read: hub snapshots are links)."""
     for folder in folders:
         if folder is None or not (Path(folder) / CALIBRATION_FILE).is_file():
             continue
         path = Path(folder) / CALIBRATION_FILE
         try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as err:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise ValueError(f"{path} is not valid JSON ({err}): expected e.g. {{\"temperature\": 1.3}}.") from err
-        temperature = data.get("temperature", 1.0) if isinstance(data, dict) else None
-        if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not temperature > 0:
-            raise ValueError(f"{path} has temperature={temperature!r}: it must be a positive number.")
-        return data
+        return check_calibration(data, path)
     return {}
+
+
+def check_calibration(data: Any, path: str | Path) -> dict[str, Any]:
+    """``data`` if it is a calibration record the backbones can use, else a ValueError naming ``path`` and the key.
+
+    ``temperature`` (default 1.0) must be a finite number > 0 (JSON allows ``Infinity`` and ``NaN``: an infinite
+    temperature makes every probability 0.5); ``max_length`` an integer >= 8 or null; ``entailment_label`` a label
+    name or class index or null; ``premise_selection`` a string or null. Other keys (metrics, training records) are
+    kept as they are.
+    """
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"{path} holds a JSON {type(data).__name__}, not an object: expected e.g. {{\"temperature\": 1.3}}."
+        )
+    temperature = data.get("temperature", 1.0)
+    if not _is_real(temperature) or not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(
+            f"{path}: temperature={temperature!r} must be a finite number > 0 (1.0 = uncalibrated): fix the key "
+            "(or delete it) or calibrate again."
+        )
+    max_length = data.get("max_length")
+    if max_length is not None and (not _is_real(max_length) or not isinstance(max_length, int) or max_length < 8):
+        raise ValueError(
+            f"{path}: max_length={max_length!r} must be an integer >= 8 (tokens) or null for the model's window."
+        )
+    label = data.get("entailment_label")
+    if label is not None and not isinstance(label, str) and not (_is_real(label) and isinstance(label, int)):
+        raise ValueError(f"{path}: entailment_label={label!r} must be a label name, a class index or null.")
+    selection = data.get("premise_selection")
+    if selection is not None and not isinstance(selection, str):
+        raise ValueError(
+            f"{path}: premise_selection={selection!r} must be a string such as 'all' or 'relevant:6', or null."
+        )
+    return data
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def adapter_base_model(adapter: str | Path, base_model: str | Path | None = None) -> str:

@@ -7,6 +7,7 @@ entailment class after dividing the logits by the calibrated temperature (a 1-lo
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -101,8 +102,13 @@ class EntailmentHead(HFBackbone):
         super().__init__(model, tokenizer, **kwargs)
         config = model.config
         self.label_index = entailment_index(getattr(config, "id2label", None), int(config.num_labels), entailment_label)
-        if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not temperature > 0:
-            raise ValueError(f"temperature={temperature!r} must be a positive number (1.0 = uncalibrated).")
+        if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not (
+            math.isfinite(temperature) and temperature > 0
+        ):
+            raise ValueError(
+                f"temperature={temperature!r} must be a finite positive number (1.0 = uncalibrated; an infinite one "
+                "makes every probability 0.5)."
+            )
         self.temperature = float(temperature)
         # the sentence-pair encoding's keys this tokenizer produces (BERT: token_type_ids too; RoBERTa: none)
         self.input_keys = [k for k in ("input_ids", "token_type_ids") if k in tokenizer.model_input_names]

@@ -411,3 +411,14 @@ def test_cache_compacts_when_refreshes_pile_up_and_cleans_stale_temps(tmp_path, 
     entries = cache.load("t", "b", "m")
     assert set(entries) == set(batch) and path.read_text().count("\n") == 1  # rewritten compacted
     assert cache.load("t", "b", "m") == entries
+
+
+def test_cache_in_a_read_only_folder_is_still_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache_module, "_COMPACT_MIN_STALE", 0)
+    cache = ScoreCache(tmp_path)
+    chain = Chain(["a"], ["b"])
+    scores = score_chains([chain], HashBackbone())
+    for _ in range(3):
+        cache.save("t", "b", "m", {chain.fingerprint(): scores[0]})
+    monkeypatch.setattr(cache_module, "write_atomic", lambda *a: (_ for _ in ()).throw(PermissionError("read-only")))
+    assert cache.lookup(cache.load("t", "b", "m"), chain).step_scores == scores[0].step_scores

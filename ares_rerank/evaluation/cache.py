@@ -16,6 +16,7 @@ rewrites the file compacted (atomically), so repeated refreshes do not grow it w
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -129,7 +130,8 @@ class ScoreCache:
         legacy, _ = _read_entries(path.with_suffix(".json"))
         entries, stale = _read_entries(path)
         if stale > max(_COMPACT_MIN_STALE, len(entries)) and not path.is_symlink():
-            write_atomic(path, json.dumps(entries) + "\n")
+            with contextlib.suppress(OSError):  # a read-only cache is still read; compaction can wait
+                write_atomic(path, json.dumps(entries) + "\n")
         return {**legacy, **entries}
 
     def lookup(self, entries: dict[str, dict], chain: Chain) -> ChainScores | None:

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .backbones.base import Backbone, ChainBackbone, PairBatch
+from .backbones.base import Backbone, ChainBackbone, PairBatch, check_probabilities
 from .chain import Chain, ChainScores
 
 
@@ -102,12 +102,8 @@ def _whole_chain_scores(chains: Sequence[Chain], backbone: Backbone, method: str
     whole: ChainBackbone = backbone  # type: ignore[assignment]
     out = []
     for chain in chains:
-        raw = np.asarray([float(x) for x in whole.chain_step_probs(chain.base_claims, chain.steps)])
-        if raw.shape != (chain.num_steps,) or not np.all(np.isfinite(raw)) or raw.min() < 0 or raw.max() > 1:
-            raise ValueError(
-                f"{backbone!r}.chain_step_probs returned {raw.tolist()!r} for a chain of {chain.num_steps} steps: "
-                "expected one probability in [0, 1] per step."
-            )
+        # one finite probability in [0, 1] per step, or our TypeError / ValueError naming the backbone
+        raw = check_probabilities(whole.chain_step_probs(chain.base_claims, chain.steps), chain.steps, backbone)
         ones = [0] * chain.num_steps
         ones[-1] = 1  # one pass over the whole chain
         out.append(ChainScores(raw.tolist(), 1, ones, method=method, mode="direct", chain_id=chain.id))

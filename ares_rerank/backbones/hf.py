@@ -39,6 +39,7 @@ __all__ = [
     "single_token_id",
     "softmax_pick",
     "special_prefix",
+    "split_pairs",
     "wants_chat_template",
 ]
 
@@ -137,10 +138,11 @@ class HFBackbone:
     ``_score_batch(items) -> list`` (one forward pass); a backbone that renders base claims and earlier steps apart
     also overrides ``_roles``.
 
-    Public API beyond the backbone protocol, for training and benchmarks that must build the very inputs inference
-    builds: :meth:`encode_pair` (one pair, selection and window policy included), :meth:`pad` (items -> a padded
-    batch of tensors), :meth:`score_encoded` (items -> one value each, in length-sorted batches) and
-    :attr:`input_keys` (the item keys the model takes).
+    Public API beyond the backbone protocol: :meth:`predict` (``(premises, hypothesis)`` pairs -> a numpy array, as
+    ``CrossEncoder.predict``); and for training and benchmarks that must build the very inputs inference builds,
+    :meth:`encode_pair` (one pair, selection and window policy included), :meth:`pad` (items -> a padded batch of
+    tensors), :meth:`score_encoded` (items -> one value each, in length-sorted batches) and :attr:`input_keys` (the
+    item keys the model takes).
 
     Args:
         model: A loaded transformers model (eval mode, on its device).
@@ -189,14 +191,20 @@ class HFBackbone:
     def from_pretrained(cls, name_or_path: str | Path, *, device: Any = "auto", dtype: Any = "auto",
                         adapter: str | Path | None = None, base_model: str | Path | None = None,
                         trust_remote_code: bool = False, model_kwargs: dict[str, Any] | None = None,
+                        revision: str | None = None, token: str | bool | None = None,
+                        cache_dir: str | Path | None = None, local_files_only: bool = False,
                         **kwargs: Any) -> HFBackbone:
         """Load with ``cls.auto_class`` (optionally with a peft adapter); ``kwargs`` go to the constructor.
 
-        ``trust_remote_code`` is opt-in: it runs the checkpoint's own Python code.
+        ``name_or_path`` is a folder or hub id, or a peft adapter (its base from ``base_model`` or its config).
+        ``revision``, ``token``, ``cache_dir`` and ``local_files_only`` are passed to every download, as in
+        transformers (:class:`~ares_rerank.backbones.hub.HubOptions`). ``trust_remote_code`` is opt-in: it runs the
+        checkpoint's own Python code.
         """
         model, tokenizer, _ = load_model_and_tokenizer(
             name_or_path, cls.auto_class, device=device, dtype=dtype, adapter=adapter,
             base_model=base_model, trust_remote_code=trust_remote_code, model_kwargs=model_kwargs,
+            revision=revision, token=token, cache_dir=cache_dir, local_files_only=local_files_only, calibrated=False,
         )
         backbone = cls(model, tokenizer, **kwargs)
         backbone.source = str(adapter or name_or_path)
@@ -213,6 +221,51 @@ class HFBackbone:
     def entailment_probs(self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str]) -> list[float]:
         """One probability per (premises[i], hypotheses[i]); see the module docstring for the steps taken."""
         return self._probs(premises, hypotheses)
+
+    def predict(self, pairs: Sequence[tuple[str | Sequence[str], str]], batch_size: int | None = None,
+                show_progress_bar: bool | None = None) -> Any:
+        """Score ``(premises, hypothesis)`` pairs, as ``CrossEncoder.predict`` scores text pairs: one probability each.
+
+        The same path as :meth:`entailment_probs` (premise selection, cache, window policy, length-sorted batches);
+        pairs are taken in order of length, ``batch_size`` at a time.
+
+        Args:
+            pairs: ``(premises, hypothesis)`` pairs. ``premises`` is one string (one premise, never split) or a list
+                of claims (premise selection and the window policy choose among them); ``hypothesis`` is the step.
+                One pair is ``[(premises, hypothesis)]``.
+            batch_size: Pairs per forward pass (default: the backbone's ``batch_size``).
+            show_progress_bar: A tqdm bar over the pairs; ``None`` shows it when there is more than one batch.
+
+        Returns:
+            A float64 numpy array of shape ``(len(pairs),)``: P(premises entail hypothesis) (a PRM: P(the step is
+            correct after the premises); a judge: its expected answer), each in [0, 1].
+
+        Example:
+            >>> head.predict([(["All men are mortal.", "Socrates is a man."], "Socrates is mortal."),
+            ...               ("It rains.", "The street is dry.")], batch_size=32)  # doctest: +SKIP
+            array([0.97, 0.04])
+        """
+        import numpy as np
+        from tqdm.auto import tqdm
+
+        size = self.batch_size if batch_size is None else batch_size
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            raise ValueError(f"batch_size={batch_size!r} must be a positive integer, e.g. 32, or None for the "
+                             f"backbone's ({self.batch_size}).")
+        premises, hypotheses = split_pairs(pairs)
+        order = sorted(range(len(pairs)), key=lambda i: sum(map(len, premises[i])) + len(hypotheses[i]))
+        out = np.zeros(len(order), dtype=np.float64)
+        show = len(order) > size if show_progress_bar is None else bool(show_progress_bar)
+        default_size, self.batch_size = self.batch_size, size  # score_encoded batches by self.batch_size
+        try:
+            with tqdm(total=len(order), desc="predict", unit="pair", disable=not show, leave=False) as bar:
+                for start in range(0, len(order), size):
+                    chunk = order[start : start + size]
+                    out[chunk] = self.entailment_probs([premises[i] for i in chunk], [hypotheses[i] for i in chunk])
+                    bar.update(len(chunk))
+        finally:
+            self.batch_size = default_size
+        return out
 
     def _probs(
         self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str], num_base: Sequence[int] | None = None
@@ -388,6 +441,36 @@ class HFBackbone:
         # the folder or hub id it was loaded from (an adapter's folder, not its base), else the model's own name
         name = getattr(self, "source", None) or getattr(getattr(self.model, "config", None), "_name_or_path", "")
         return f"{type(self).__name__}({name or type(self.model).__name__!r})"
+
+
+def split_pairs(pairs: Any) -> tuple[list[list[str]], list[str]]:
+    """``[(premises, hypothesis), ...]`` -> ``(premise lists, hypotheses)``; a string premise is a list of one.
+
+    Raises:
+        TypeError: ``pairs`` is not a list of 2-item pairs of text (the message names the pair and the fix).
+    """
+    if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Sequence):
+        raise TypeError(f"pairs is {type(pairs).__name__}: pass a list of (premises, hypothesis) pairs.")
+    premises: list[list[str]] = []
+    hypotheses: list[str] = []
+    for i, pair in enumerate(pairs):
+        if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2:
+            raise TypeError(
+                f"pairs[{i}] is {type(pair).__name__} {str(pair)[:60]!r}, not a (premises, hypothesis) pair: pass a "
+                "list of pairs, e.g. [(premises, hypothesis)] for one."
+            )
+        claims, hypothesis = pair
+        claims = [claims] if isinstance(claims, str) else claims
+        if not isinstance(hypothesis, str) or isinstance(claims, bytes) or not isinstance(claims, Sequence) or not all(
+            isinstance(c, str) for c in claims
+        ):
+            raise TypeError(
+                f"pairs[{i}] must be (a string or a list of strings, a string), got ({type(pair[0]).__name__}, "
+                f"{type(hypothesis).__name__})."
+            )
+        premises.append(list(claims))
+        hypotheses.append(hypothesis)
+    return premises, hypotheses
 
 
 def special_prefix(tokenizer: Any) -> list[int]:

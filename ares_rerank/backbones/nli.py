@@ -7,16 +7,17 @@ entailment class after dividing the logits by the calibrated temperature (a 1-lo
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any, Sequence
 
 from .hf import HFBackbone, softmax_pick
-from .hub import load_model_and_tokenizer
+from .hub import hub_model_id, load_model_and_tokenizer
 from .selection import PremiseSelector
 
 
-__all__ = ["EntailmentHead", "entailment_index"]
+__all__ = ["EntailmentHead", "entailment_index", "model_card"]
 
 _ENTAIL_NAMES = {"entailment", "entailed", "entails", "entail"}
 _POSITIVE_NAMES = {"positive", "yes", "true", "correct", "label_1", "1"}  # accepted for 2-way heads only
@@ -82,6 +83,8 @@ class EntailmentHead(HFBackbone):
         tokenizer: Its tokenizer (sentence-pair encoding).
         entailment_label: Which class is "entailed" (name or index); ``None``: found from ``config.id2label``.
         temperature: Logits are divided by it before the softmax (from calibration; 1.0 = raw).
+        calibration: The ``ares_calibration.json`` record the head comes with (metrics, training provenance): kept,
+            under the head's current temperature, label, window and selection, by :meth:`save_pretrained`.
         **kwargs: Passed to :class:`~ares_rerank.backbones.hf.HFBackbone` (``batch_size``, ``max_length``,
             ``premise_selection``, ``cache_size``).
 
@@ -97,9 +100,16 @@ class EntailmentHead(HFBackbone):
         tokenizer: Any,
         entailment_label: str | int | None = None,
         temperature: float = 1.0,
+        calibration: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(model, tokenizer, **kwargs)
+        if calibration is not None and not isinstance(calibration, dict):
+            raise TypeError(
+                f"calibration={type(calibration).__name__} must be a dict (an ares_calibration.json record) or None."
+            )
+        #: The calibration record the head was loaded with (metrics, training provenance); save_pretrained keeps it.
+        self.calibration = dict(calibration or {})
         config = model.config
         self.label_index = entailment_index(getattr(config, "id2label", None), int(config.num_labels), entailment_label)
         if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not (
@@ -131,6 +141,10 @@ class EntailmentHead(HFBackbone):
         cache_size: int = 100_000,
         overlong_steps: str = "error",
         model_kwargs: dict[str, Any] | None = None,
+        revision: str | None = None,
+        token: str | bool | None = None,
+        cache_dir: str | Path | None = None,
+        local_files_only: bool = False,
     ) -> EntailmentHead:
         """Load a sequence classifier (optionally with a peft adapter) and its calibration.
 
@@ -140,10 +154,16 @@ class EntailmentHead(HFBackbone):
         ``max_length`` left at ``None`` come from the same file when it names them (a head trained on selected
         premises must see selected premises), else ``"all"`` and the model's window. A bare encoder (e.g.
         all-MiniLM-L6-v2) gets a new, randomly initialised 2-way head: fine-tune it before trusting its scores.
+
+        From a hub id the calibration file is fetched with the weights, from the same commit, with the same
+        ``revision``, ``token``, ``cache_dir`` and ``local_files_only`` (passed to every download, as in
+        transformers); a repo without the file loads uncalibrated. Keys of the file beyond those four (metrics,
+        training record) are kept in :attr:`calibration` and written again by :meth:`save_pretrained`.
         """
         model, tokenizer, calibration = load_model_and_tokenizer(
             name_or_path, "AutoModelForSequenceClassification", device=device, dtype=dtype, adapter=adapter,
             base_model=base_model, trust_remote_code=trust_remote_code, model_kwargs=model_kwargs,
+            revision=revision, token=token, cache_dir=cache_dir, local_files_only=local_files_only,
         )
         head = cls(
             model,
@@ -155,54 +175,100 @@ class EntailmentHead(HFBackbone):
             premise_selection=premise_selection or calibration.get("premise_selection", "all"),
             cache_size=cache_size,
             overlong_steps=overlong_steps,
+            calibration=calibration,
         )
         head.source = str(adapter or name_or_path)
         return head
 
-    def save_pretrained(self, folder: str | Path, save_tokenizer: bool = True) -> Path:
-        """Save model (or adapter), tokenizer and ``ares_calibration.json`` so :meth:`from_pretrained` restores all.
+    def save_pretrained(self, folder: str | Path, save_tokenizer: bool = True, *, base_model: str | None = None,
+                        repo_id: str | None = None) -> Path:
+        """Save model (or adapter), tokenizer, ``ares_calibration.json`` and a model card (``README.md``), so
+        :meth:`from_pretrained` restores the head and the Hub shows what it is.
 
-        The calibration file records the temperature, the entailment label, the window and (when it is a named
-        one) the premise selection; keys already in the file (e.g. training metadata) are kept.
+        The calibration file records the temperature, the entailment label, the window and (when it is a named one)
+        the premise selection, over the record the head was loaded with (:attr:`calibration`: metrics and training
+        provenance are kept). ``README.md`` is written from that record (:func:`model_card`), replacing any card
+        in ``folder`` (peft writes a placeholder).
+
+        Args:
+            folder: Created if needed.
+            save_tokenizer: Also save the tokenizer (an adapter on a base whose tokenizer fits may leave it out).
+            base_model: The Hub id of the base model, for the card and an adapter's ``base_model_name_or_path``
+                (default: what the adapter or the calibration record names; the packaged encoder is recorded as
+                ``sentence-transformers/all-MiniLM-L6-v2``).
+            repo_id: The Hub id the card's loading examples name (:meth:`push_to_hub` passes its own).
+
+        Returns:
+            ``folder`` as a Path.
         """
         from ..calibration import write_calibration
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        if hasattr(self.model, "peft_config"):
+        adapter = hasattr(self.model, "peft_config")
+        if adapter:
             # An adapter never resizes the vocabulary here; "auto" would look the base model up on the Hub.
             self.model.save_pretrained(folder, save_embedding_layers=False)
+            base_model = _record_adapter_base(folder, base_model)
         else:
             self.model.save_pretrained(folder)
+            base_model = base_model or hub_model_id(self.calibration.get("base_model"))
         if save_tokenizer:
             self.tokenizer.save_pretrained(folder)
-        calibration = {"temperature": self.temperature, "entailment_label": self.label_index,
-                       "max_length": self.max_length}
+        record = {**self.calibration, "temperature": self.temperature, "entailment_label": self.label_index,
+                  "max_length": self.max_length}
+        record.pop("premise_selection", None)
         spec = _selection_spec(self.selector)
         if spec is not None:
-            calibration["premise_selection"] = spec
-        write_calibration(folder, calibration)
+            record["premise_selection"] = spec
+        if base_model is not None:
+            record["base_model"] = base_model
+        write_calibration(folder, record)
+        config = getattr(self.model, "config", None)
+        labels = {int(k): str(v) for k, v in (getattr(config, "id2label", None) or {}).items()}
+        lora_r = _lora_rank(self.model) if adapter else None
+        card = model_card(record, base_model=base_model, adapter=adapter, repo_id=repo_id, lora_r=lora_r,
+                          label=labels.get(self.label_index))
+        (folder / "README.md").write_text(card, encoding="utf-8")
         return folder
 
-    def push_to_hub(self, repo_id: str, *, private: bool = True, token: str | None = None,
-                    commit_message: str = "Upload ARES entailment head") -> str:
-        """Save the head (weights or adapter, tokenizer, ``ares_calibration.json``) and upload it to the Hub.
+    def push_to_hub(self, repo_id: str, *, commit_message: str | None = None, commit_description: str | None = None,
+                    private: bool | None = None, token: str | bool | None = None, revision: str | None = None,
+                    create_pr: bool = False, base_model: str | None = None) -> str:
+        """Save the head (weights or adapter, tokenizer, ``ares_calibration.json``, model card) and upload it.
 
-        Needs network access and a token with write rights (``huggingface-cli login`` or ``token=``).
+        Defaults as transformers' ``push_to_hub``: the repo is created if needed (``private=None``: the Hub's
+        default visibility, public unless your organization says otherwise), a ``revision`` branch is created if
+        needed, ``create_pr=True`` opens a pull request instead of committing. Needs network access and a token with
+        write rights (``hf auth login`` or ``token=``).
+
+        Args:
+            repo_id: ``"owner/name"`` (or ``"name"`` under your account).
+            commit_message: Default ``"Upload ARES entailment head"``.
+            commit_description: The commit's longer description.
+            private: ``True`` / ``False`` for a new repo; ``None`` leaves it to the Hub (an existing repo is unchanged).
+            token: Hub token (default: the saved login).
+            revision: The branch to push to (default: main).
+            create_pr: Open a pull request instead of committing.
+            base_model: See :meth:`save_pretrained`.
 
         Returns:
-            The URL of the commit.
+            The URL of the commit (or pull request).
         """
         import tempfile
 
         from huggingface_hub import HfApi
 
         api = HfApi(token=token)
-        api.create_repo(repo_id, private=private, exist_ok=True)
+        repo_id = getattr(api.create_repo(repo_id, private=private, exist_ok=True), "repo_id", repo_id)
+        if revision is not None and not revision.startswith("refs/pr"):
+            api.create_branch(repo_id, branch=revision, exist_ok=True)
         with tempfile.TemporaryDirectory() as tmp:
-            self.save_pretrained(tmp)
-            info = api.upload_folder(repo_id=repo_id, folder_path=tmp, commit_message=commit_message)
-        return str(getattr(info, "commit_url", info))
+            self.save_pretrained(tmp, base_model=base_model, repo_id=repo_id)
+            info = api.upload_folder(repo_id=repo_id, folder_path=tmp,
+                                     commit_message=commit_message or "Upload ARES entailment head",
+                                     commit_description=commit_description, revision=revision, create_pr=create_pr)
+        return str(getattr(info, "pr_url", None) or getattr(info, "commit_url", info))
 
     def logits(self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str]) -> Any:
         """Raw logits (before the temperature), shape ``(n, num_labels)`` as numpy, for calibration.
@@ -231,3 +297,169 @@ class EntailmentHead(HFBackbone):
     def _score_batch(self, items: list[dict[str, Any]]) -> list[float]:
         logits = self.model(**self.pad(items)).logits  # (batch, num_labels)
         return softmax_pick(logits, self.label_index, self.temperature)
+
+
+def _record_adapter_base(folder: Path, base_model: str | None) -> str | None:
+    """Write the base's Hub id into a saved adapter's ``adapter_config.json`` (``base_model``, else the Hub id of what
+    peft recorded: the packaged encoder's folder or name becomes ``sentence-transformers/all-MiniLM-L6-v2``), so
+    plain peft finds the base; return it (``None``: a local base with no known Hub id, left as peft wrote it)."""
+    path = folder / "adapter_config.json"
+    config = json.loads(path.read_text())
+    recorded = config.get("base_model_name_or_path")
+    base = base_model or hub_model_id(recorded)
+    if base is not None and base != recorded:
+        config["base_model_name_or_path"] = base
+        path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return base
+
+
+def _lora_rank(model: Any) -> int | None:
+    config = next(iter(getattr(model, "peft_config", {}).values()), None)
+    return getattr(config, "r", None)
+
+
+_SELECTIONS = {"all": "every premise", "relevant": "the premises that share a distinctive token with the step"}
+_METRICS = (("num_pairs", "pairs", "{:d}"), ("accuracy", "accuracy", "{:.3f}"), ("ece_before", "ECE before", "{:.3f}"),
+            ("ece_after", "ECE after", "{:.3f}"), ("nll_after", "NLL after", "{:.3f}"),
+            ("temperature", "temperature", "{:.3f}"))
+
+
+def model_card(record: dict[str, Any], *, base_model: str | None, adapter: bool, repo_id: str | None = None,
+               lora_r: int | None = None, label: str | None = None, license: str = "apache-2.0") -> str:
+    """The ``README.md`` of a saved head: Hub metadata (YAML) and what it is, how it was measured, how to load it.
+
+    Args:
+        record: The head's calibration record (``ares_calibration.json``): temperature, label, window, selection,
+            and when present ``val`` / ``test`` metrics, ``training`` and ``domain``.
+        base_model: The base model's Hub id (``None``: not on the Hub; left out of the metadata).
+        adapter: A peft adapter (``library_name: peft``) or a full model (``transformers``).
+        repo_id: The Hub id the loading examples name (default: a placeholder).
+        lora_r: The adapter's LoRA rank, if known.
+        label: The name of the entailment class.
+        license: The license of the weights (the base model's terms apply too).
+
+    Returns:
+        The card text: YAML front matter, then Markdown.
+    """
+    from huggingface_hub import ModelCardData
+
+    tags = ["ares-rerank", "entailment", "process-reward"] + (["lora"] if adapter else [])
+    data = ModelCardData(library_name="peft" if adapter else "transformers", base_model=base_model,
+                         pipeline_tag="text-classification", license=license, tags=tags,
+                         **({"base_model_relation": "adapter"} if adapter and base_model else {}))
+    name = repo_id or "path/or/hub-id"
+    on = f"[`{base_model}`](https://huggingface.co/{base_model})" if base_model else "a local base model"
+    kind = f"A LoRA adapter{f' (r={lora_r})' if lora_r else ''}" if adapter else "A sequence classifier"
+    sections = [
+        f"# {repo_id.rsplit('/', 1)[-1] if repo_id else 'ARES entailment head'}",
+        f"{kind} on {on} that scores P(premises entail step): an entailment backbone for ares-rerank "
+        "(`pip install ares-rerank`), which turns it into ARES step-level soundness scores of reasoning chains "
+        "(reranking best-of-N candidates, filtering datasets, rewards for GRPO).",
+        "## Settings applied by ares-rerank\n\n" + _settings_table(record, label)
+        + "\n\nThey live in `ares_calibration.json` and are applied when ares-rerank loads this repo.",
+        "## Measured\n\n" + _metrics_table(record),
+        "## Intended use and limits\n\n" + _limits(record),
+        "## Load\n\n" + _loading(name, record, base_model, adapter),
+    ]
+    return f"---\n{data.to_yaml()}\n---\n\n" + "\n\n".join(sections) + "\n"
+
+
+def _settings_table(record: dict[str, Any], label: str | None) -> str:
+    selection = record.get("premise_selection") or "all"
+    kind, _, k = selection.partition(":")
+    described = _SELECTIONS.get(kind, "a custom selection")
+    if k:
+        described = f"at most {k} of {described}, in chain order"
+    index = record.get("entailment_label")
+    rows = [
+        ("temperature", f"{float(record.get('temperature', 1.0)):.4g}",
+         "logits are divided by it before the softmax (1 = uncalibrated)"),
+        ("premise selection", f"`{selection}`", f"the head reads {described}"),
+        ("window", f"{record['max_length']} tokens" if record.get("max_length") else "the model's",
+         "premises that do not fit are dropped least relevant first; the step is never cut"),
+        ("entailment class", f"{index}" + (f" (`{label}`)" if label else ""),
+         "the class whose probability is the score"),
+    ]
+    lines = ["| setting | value | what it does |", "| --- | --- | --- |"]
+    return "\n".join(lines + [f"| {a} | {b} | {c} |" for a, b, c in rows])
+
+
+def _metrics_table(record: dict[str, Any]) -> str:
+    splits = [(name, record[name]) for name in ("val", "test") if isinstance(record.get(name), dict)]
+    if not splits:
+        return ("No held-out metrics were recorded with this head. Measure accuracy and calibration on pairs from "
+                "your own chains (`ares-rerank calibrate`) before trusting its probabilities.")
+    keys = [m for m in _METRICS if any(m[0] in split for _, split in splits)]
+    lines = ["| split | " + " | ".join(title for _, title, _ in keys) + " |", "| --- |" + " --- |" * len(keys)]
+    for name, split in splits:
+        cells = [fmt.format(split[key]) if isinstance(split.get(key), (int, float)) else "" for key, _, fmt in keys]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    bins = next((split["n_bins"] for _, split in splits if isinstance(split.get("n_bins"), int)), None)
+    note = (f"\n\nECE: expected calibration error of the entailment probability{f' ({bins} bins)' if bins else ''}, "
+            "before and after temperature scaling; `val` pairs fitted the temperature, `test` pairs were held out.")
+    training = record.get("training")
+    if isinstance(training, dict):
+        facts = [f"{key.replace('_', ' ')} {training[key]}" for key in ("steps", "best_step", "learning_rate",
+                                                                          "lora_r", "seed") if key in training]
+        note += "\n\nTraining: " + ", ".join(facts) + "." if facts else ""
+    return "\n".join(lines) + note
+
+
+def _limits(record: dict[str, Any]) -> str:
+    training = record.get("training") if isinstance(record.get("training"), dict) else {}
+    mix = training.get("mix") if isinstance(training.get("mix"), dict) else {}
+    domain = record.get("domain")
+    if isinstance(domain, str) and domain:
+        trained_on = f"Its domain: {domain}."
+    elif mix.get("chains_file"):
+        trained_on = f"Trained on the labelled chains of `{Path(str(mix['chains_file'])).name}`."
+    elif mix:
+        trained_on = ("Trained on generated ClaimTrees chains only (rules and facts over made-up names, "
+                      f"{len(mix.get('templates') or [])} wordings): it learned their surface forms, not entailment "
+                      "in general. Do not expect calibrated scores on math or natural-language chains.")
+    else:
+        trained_on = "Its training data are not recorded here."
+    return (
+        "- Intended use: judging whether a step of a reasoning chain follows from the claims before it, as the "
+        "backbone of ARES (`ares_rerank.score_chains`, `AresReranker`, `AresReward`), or pair by pair with "
+        "`predict`.\n"
+        f"- {trained_on}\n"
+        "- The temperature was fitted on held-out pairs of the training distribution; on other inputs the "
+        "probabilities are neither calibrated nor necessarily meaningful. Check scores on a few labelled chains of "
+        "your own first."
+    )
+
+
+def _loading(name: str, record: dict[str, Any], base_model: str | None, adapter: bool) -> str:
+    ares = (
+        "With ares-rerank (temperature, premise selection and window applied; `revision=`, `token=`, `cache_dir=` "
+        "as in `from_pretrained`):\n\n```python\nfrom ares_rerank import load_backbone\n\n"
+        f'head = load_backbone("{name}")\n'
+        'head.predict([(["All men are mortal.", "Socrates is a man."], "Socrates is mortal.")])  # numpy array\n```'
+    )
+    base = base_model or "<base model>"
+    if adapter:
+        plain = (
+            "With peft or sentence-transformers (the weights only):\n\n```python\n"
+            "from peft import AutoPeftModelForSequenceClassification\n\n"
+            f'model = AutoPeftModelForSequenceClassification.from_pretrained("{name}")\n\n'
+            "from sentence_transformers import CrossEncoder\n\n"
+            f'model = CrossEncoder("{base}", num_labels=2)\nmodel.load_adapter("{name}")\n```'
+        )
+    else:
+        plain = (
+            "With transformers or sentence-transformers (the weights only):\n\n```python\n"
+            "from transformers import AutoModelForSequenceClassification\n\n"
+            f'model = AutoModelForSequenceClassification.from_pretrained("{name}")\n\n'
+            "from sentence_transformers import CrossEncoder\n\n"
+            f'model = CrossEncoder("{name}")\n```'
+        )
+    temperature = float(record.get("temperature", 1.0))
+    lost = (
+        "What plain loading loses: the temperature (use `softmax(logits / "
+        f"{temperature:.4g})`, not `softmax(logits)`), the premise selection "
+        f"(`{record.get('premise_selection') or 'all'}`: the head was trained and calibrated on selected premises), "
+        "and the input convention (premises joined by newlines as the first text of the pair, the step as the "
+        "second; premises that do not fit the window dropped least relevant first, never truncated mid-claim)."
+    )
+    return "\n\n".join([ares, plain, lost])

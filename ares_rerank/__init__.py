@@ -7,11 +7,12 @@ Data flow: chain text -> :class:`Chain` (claims) -> backbone (entailment probabi
 from .aggregate import AGGREGATES, aggregate_scores
 from .backbones import Backbone, ChainBackbone, ClaimTreesOracle, FunctionBackbone, SelectingBackbone, load_backbone
 from .chain import Chain, ChainScores, split_sentences, split_steps
+from .domain import DemoBackboneWarning
 from .estimator import AresConfig, sample_size
 from .filters import AresFilter, filter_completions
 from .generation import BestOfN, best_of_n
 from .rerank import AresReranker
-from .rewards import AresReward
+from .rewards import AresReward, AsyncAresReward
 from .scoring import METHODS, score_chains
 
 
@@ -24,12 +25,14 @@ __all__ = [
     "AresFilter",
     "AresReranker",
     "AresReward",
+    "AsyncAresReward",
     "Backbone",
     "BestOfN",
     "Chain",
     "ChainBackbone",
     "ChainScores",
     "ClaimTreesOracle",
+    "DemoBackboneWarning",
     "FunctionBackbone",
     "SelectingBackbone",
     "__version__",

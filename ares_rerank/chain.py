@@ -225,23 +225,42 @@ def split_steps(text: str, separator: str | None = "\n\n") -> list[str]:
 
 
 # A sentence ends at . ! or ? followed by whitespace and an upper-case letter, digit, quote or bracket, unless the
-# period belongs to a short abbreviation or a number ("e.g.", "Dr.", "3.5"). Rule-based, no downloads (no punkt).
-_ABBREVIATIONS = {"e.g", "i.e", "etc", "vs", "dr", "mr", "mrs", "ms", "prof", "fig", "eq", "no", "st", "approx", "cf"}
+# period belongs to an abbreviation ("e.g.", "Dr."), an initial ("J. Smith") or a step label that opens the sentence
+# after it ("Step 1.", "1.", "(b)."). A period inside a number never ends one ("3.5", "1.5 m." ends after "m.").
+# Rule-based, no downloads (no punkt).
+_ABBREVIATIONS = {
+    "approx", "cf", "ch", "dr", "e.g", "eq", "eqs", "etc", "fig", "figs", "i.e", "incl", "mr", "mrs", "ms", "no",
+    "prof", "ref", "resp", "sec", "st", "vol", "vs",
+}
 _SENT_END = re.compile(r"([.!?])(\s+)(?=[\"'(\[A-Z0-9$\\])")
+_STEP_LABEL = re.compile(r"\(?(?:(?:step|part|case|problem|question|q)\s*)?(?:\d+|[a-z]|[ivx]+)\)?", re.IGNORECASE)
+
+
+def _ends_sentence(segment: str, mark: str) -> bool:
+    """Whether ``mark`` (``.``, ``!`` or ``?``) closes ``segment``, the text since the previous sentence end."""
+    if mark != ".":
+        return True
+    segment = segment.strip()
+    last = segment.rsplit(None, 1)[-1] if segment else ""
+    if last.lower().rstrip(".") in _ABBREVIATIONS:
+        return False
+    if len(last) == 1 and last.isupper():  # an initial such as "J. Smith" (a lower-case "x." or "m." ends one)
+        return False
+    return not _STEP_LABEL.fullmatch(segment)  # "Step 1." / "2." label the sentence that follows
 
 
 def split_sentences(text: str) -> list[str]:
-    """Split text into sentences with a small rule-based splitter (abbreviation- and number-aware)."""
+    """Split text into sentences with a small rule-based splitter.
+
+    Numbers, units, abbreviations, initials and step labels stay inside their sentence: ``"Step 1. The rod is 1.5 m.
+    So x = 3, e.g. 3.0. 2. Add 4."`` gives ``["Step 1. The rod is 1.5 m.", "So x = 3, e.g. 3.0.", "2. Add 4."]``.
+    """
     sentences: list[str] = []
     start = 0
     for match in _SENT_END.finditer(text):
-        end = match.start(1) + 1
-        last_word = text[start:match.start(1)].rsplit(None, 1)[-1:] or [""]
-        if match.group(1) == "." and last_word[0].lower().rstrip(".") in _ABBREVIATIONS:
+        if not _ends_sentence(text[start : match.start(1)], match.group(1)):
             continue
-        if match.group(1) == "." and len(last_word[0]) == 1 and last_word[0].isalpha():
-            continue  # an initial such as "J. Smith"
-        sentences.append(text[start:end].strip())
+        sentences.append(text[start : match.start(1) + 1].strip())
         start = match.end()
     sentences.append(text[start:].strip())
     return [s for s in sentences if s]

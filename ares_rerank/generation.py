@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from .aggregate import Aggregate
 from .rerank import AresReranker, rank_records
+from .scoring import progress_bar
 
 
 __all__ = ["BestOfN", "best_of_n"]
@@ -92,6 +93,7 @@ def best_of_n(
     use_chat_template: bool | None = None,
     aggregate: Aggregate | None = None,
     seed: int | None = None,
+    show_progress_bar: bool | None = None,
     **generate_kwargs: Any,
 ) -> list[BestOfN]:
     """Sample ``n`` completions per prompt and keep the one with the best ARES chain score.
@@ -109,6 +111,8 @@ def best_of_n(
             are wrapped as one user message too; ``False``: never.
         aggregate: Chain score for selection (default: the reranker's).
         seed: Seeds torch's RNG before generating (reproducible samples).
+        show_progress_bar: tqdm bars on stderr over the prompts generated and the chains scored; ``None`` shows
+            each for work longer than one batch, ``False`` never, ``True`` always.
         **generate_kwargs: Passed to ``model.generate`` (``temperature``, ``top_p``, ...); ``do_sample`` defaults
             to True.
 
@@ -135,13 +139,17 @@ def best_of_n(
             "the chat template, or give one format."
         )
     candidates: list[list[str]] = []
-    for start in range(0, len(prompts), batch_size):
-        texts = [t for t, _ in rendered[start : start + batch_size]]
-        samples = _generate(
-            model, tokenizer, texts, rendered[0][1], n, max_new_tokens=max_new_tokens, **generate_kwargs
-        )
-        candidates += [samples[i * n : (i + 1) * n] for i in range(len(texts))]
-    scored = reranker.score_batch(prompts, candidates, aggregate=aggregate)
+    starts = range(0, len(prompts), batch_size)
+    with progress_bar(len(prompts), show_progress_bar, len(starts), f"generating (n={n})", "prompt") as bar:
+        for start in starts:
+            texts = [t for t, _ in rendered[start : start + batch_size]]
+            samples = _generate(
+                model, tokenizer, texts, rendered[0][1], n, max_new_tokens=max_new_tokens, **generate_kwargs
+            )
+            candidates += [samples[i * n : (i + 1) * n] for i in range(len(texts))]
+            if bar is not None:
+                bar.update(len(texts))
+    scored = reranker.score_batch(prompts, candidates, aggregate=aggregate, show_progress_bar=show_progress_bar)
     return [_best(prompt, texts, records) for prompt, texts, records in zip(prompts, candidates, scored)]
 
 

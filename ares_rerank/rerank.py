@@ -1,9 +1,15 @@
 """Rerank N candidate completions of a prompt by their ARES chain score: ``score`` / ``rank`` / ``select``.
 
 Data flow: prompt + completion -> :class:`~ares_rerank.chain.Chain` (prompt -> base claims, completion -> steps)
--> :func:`~ares_rerank.scoring.score_chains` (ARES or a baseline; every candidate of every prompt in ONE estimator
-call, so one backbone call per step wave) -> per-step scores -> an aggregate (:mod:`ares_rerank.aggregate`) -> one
-score per candidate -> sorted records, like sentence-transformers' ``CrossEncoder.predict`` / ``rank``.
+-> :func:`~ares_rerank.scoring.score_chains` (ARES or a baseline; the candidates of all prompts go through the
+estimator together, ``batch_size`` chains per call, so one backbone call per step wave of a batch) -> per-step scores
+-> an aggregate (:mod:`ares_rerank.aggregate`) -> one score per candidate -> sorted records, like
+sentence-transformers' ``CrossEncoder.predict`` / ``rank``.
+
+Like ``CrossEncoder``, the reranker takes ``batch_size`` (here: chains per estimator call) and ``show_progress_bar``
+(a tqdm bar over chains for calls longer than one batch), and ``rank`` records carry ``corpus_id`` (with ``index`` as
+an alias). It warns once (:class:`~ares_rerank.domain.DemoBackboneWarning`) when the embedded demo head scores text
+outside its domain.
 
 Prompts and completions may be strings or conversations (lists of ``{"role", "content"}`` messages, TRL's
 conversational format): the contents of the ``prompt_roles`` messages become the prompt text, the contents of the
@@ -13,13 +19,24 @@ assistant messages the completion text.
 from __future__ import annotations
 
 import logging
+import warnings
 from typing import Any, Sequence
 
+from . import fingerprint
 from .aggregate import Aggregate, aggregate_scores, get_aggregate
 from .backbones.base import Backbone
 from .chain import Chain, ChainScores, split_prompt, split_steps
+from .domain import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
 from .estimator import AresConfig
-from .scoring import METHODS, score_chains
+from .records import (
+    certificate,
+    check_candidate_lists,
+    empty_record,
+    message_text,
+    rank_record,
+    rank_records,
+)
+from .scoring import METHODS, check_batch_size, progress_bar, score_chains
 
 
 __all__ = ["AresReranker", "message_text", "rank_records", "resolve_backbone"]
@@ -53,52 +70,6 @@ def resolve_backbone(backbone: Backbone | str, **load_kwargs: Any) -> Backbone:
     return backbone
 
 
-def message_text(value: Any, roles: Sequence[str], what: str = "value") -> str:
-    """The text of a string, or of a conversation (list of ``{"role", "content"}`` messages).
-
-    Args:
-        value: A string, or a list of messages whose ``content`` is a string or a list of ``{"type": "text",
-            "text": ...}`` parts (other parts, e.g. images, are skipped).
-        roles: Messages with these roles contribute their content, joined by a blank line.
-        what: Name used in error messages.
-
-    Returns:
-        The text (possibly empty).
-
-    Raises:
-        TypeError: ``value`` is neither a string nor a list of message dicts, or a message has non-text content.
-    """
-    if isinstance(value, str):
-        return value
-    if not isinstance(value, (list, tuple)) or not all(isinstance(m, dict) for m in value):
-        raise TypeError(
-            f"{what} is {type(value).__name__}: pass a string or a list of {{'role', 'content'}} messages."
-        )
-    parts = []
-    for message in value:
-        if message.get("role") not in roles:
-            continue
-        content = message.get("content")
-        if isinstance(content, list):  # multimodal content parts: keep the text ones
-            content = "\n".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-        if not isinstance(content, str):
-            raise TypeError(f"{what} has a {message.get('role')!r} message whose content is {type(content).__name__}.")
-        parts.append(content)
-    return "\n\n".join(parts)
-
-
-def _certificate(scores: ChainScores) -> dict[str, Any]:
-    return {
-        "method": scores.method,
-        "mode": scores.mode,
-        "eps": scores.eps,
-        "delta": scores.delta,
-        "num_samples": scores.num_samples,
-        "error_bounds": scores.error_bounds,
-        "evaluations": scores.evaluations,
-    }
-
-
 class AresReranker:
     """Score, rank and select candidate reasoning chains with ARES (or a baseline) on any backbone.
 
@@ -114,14 +85,24 @@ class AresReranker:
         aggregate: Default chain score: ``"final"``, ``"mean"``, ``"min"``, ``"product"`` or a callable.
         prompt_roles: For conversational prompts, the roles whose messages form the prompt text.
         completion_roles: For conversational completions, the roles whose messages form the completion text.
+        batch_size: Chains per estimator call (each call sends one step wave of all its chains to the backbone as
+            one batch; the backbone's own ``batch_size`` sets its forward passes); ``None``: all chains of a call
+            at once. Scores do not depend on it. Every scoring method takes a per-call ``batch_size=`` too.
+        show_progress_bar: A tqdm bar over chains on stderr: ``None`` (default) shows it for calls longer than one
+            batch, ``False`` never, ``True`` always; every scoring method takes a per-call override.
 
     Example:
         >>> from ares_rerank import FunctionBackbone
         >>> overlap = FunctionBackbone(lambda P, H: [float(h.split()[-1] in " ".join(p)) for p, h in zip(P, H)])
         >>> reranker = AresReranker(overlap, prompt_split="lines")
-        >>> [r["index"] for r in reranker.rank("a\\nb", ["so b", "so c"])]
+        >>> [r["corpus_id"] for r in reranker.rank("a\\nb", ["so b", "so c"])]
         [0, 1]
     """
+
+    # class-level fallbacks for objects pickled before these settings existed
+    batch_size: int | None = 64
+    show_progress_bar: bool | None = None
+    _demo_warned = False
 
     def __init__(
         self,
@@ -133,6 +114,8 @@ class AresReranker:
         aggregate: Aggregate = "final",
         prompt_roles: Sequence[str] = ("user",),
         completion_roles: Sequence[str] = ("assistant",),
+        batch_size: int | None = 64,
+        show_progress_bar: bool | None = None,
     ) -> None:
         if config is not None and not isinstance(config, AresConfig):
             raise TypeError(f"AresReranker(config=...) must be an AresConfig or None, got {type(config).__name__}.")
@@ -145,6 +128,8 @@ class AresReranker:
         for name, roles in (("prompt_roles", prompt_roles), ("completion_roles", completion_roles)):
             if isinstance(roles, str) or not isinstance(roles, Sequence) or not all(isinstance(r, str) for r in roles):
                 raise TypeError(f"AresReranker({name}={roles!r}) must be a list of role names, e.g. ['user'].")
+        check_batch_size(batch_size, "AresReranker")
+        progress_bar(0, show_progress_bar, 0, "", "")  # validates show_progress_bar
         self.backbone = resolve_backbone(backbone)
         self.config = config or AresConfig()
         self.method = method
@@ -153,6 +138,10 @@ class AresReranker:
         self.aggregate = aggregate
         self.prompt_roles = tuple(prompt_roles)
         self.completion_roles = tuple(completion_roles)
+        self.batch_size = batch_size
+        self.show_progress_bar = show_progress_bar
+        self._demo_warned = False
+        fingerprint.register(type(self))
 
     def __repr__(self) -> str:
         return (
@@ -182,8 +171,11 @@ class AresReranker:
         completions: Sequence[Any],
         aggregate: Aggregate | None = None,
         on_error: str = "raise",
+        *,
+        batch_size: int | None = None,
+        show_progress_bar: bool | None = None,
     ) -> list[dict[str, Any]]:
-        """Score aligned (prompt, completion) pairs; all chains go through the estimator together.
+        """Score aligned (prompt, completion) pairs, ``batch_size`` chains per estimator call.
 
         Args:
             prompts: One prompt per completion (strings or message lists).
@@ -192,6 +184,8 @@ class AresReranker:
             on_error: ``"raise"`` propagates bad input (types, text that cannot be encoded) and backbone errors;
                 ``"none"`` turns them into a record with ``score=None`` and the message in ``"error"`` (used by
                 rewards: nothing escapes).
+            batch_size: Chains per estimator call for this call (default: the reranker's).
+            show_progress_bar: Progress bar for this call (default: the reranker's).
 
         Returns:
             One record per pair, in order: ``index``, ``text`` (the completion as given), ``steps``,
@@ -215,7 +209,9 @@ class AresReranker:
             )
         aggregate = self.aggregate if aggregate is None else aggregate
         get_aggregate(aggregate)
-        records = [_empty_record(i, c) for i, c in enumerate(completions)]
+        batch_size = self.batch_size if batch_size is None else check_batch_size(batch_size, "score_pairs")
+        show = self.show_progress_bar if show_progress_bar is None else show_progress_bar
+        records = [empty_record(i, c) for i, c in enumerate(completions)]
         chains, owners = [], []
         for record, prompt, completion in zip(records, prompts, completions):
             try:
@@ -231,12 +227,27 @@ class AresReranker:
             record["steps"] = list(chain.steps)
             chains.append(chain)
             owners.append(record)
-        for record, result in zip(owners, self._score_chains(chains, on_error)):
+        results = self._score_chains(chains, on_error, batch_size or max(len(chains), 1), show)
+        for record, result in zip(owners, results):
             self._fill(record, result, aggregate, on_error)
+        self._check_domain([r for r in owners if r["certificate"] is not None])
         return records
 
-    def _score_chains(self, chains: list[Chain], on_error: str) -> list[ChainScores | Exception]:
-        """One estimator call for all chains; with ``on_error="none"``, a failure is retried chain by chain."""
+    def _score_chains(
+        self, chains: list[Chain], on_error: str, batch_size: int, show_progress_bar: bool | None
+    ) -> list[ChainScores | Exception]:
+        """``batch_size`` chains per estimator call, with a progress bar over chains."""
+        starts = range(0, len(chains), batch_size)
+        out: list[ChainScores | Exception] = []
+        with progress_bar(len(chains), show_progress_bar, len(starts), f"scoring ({self.method})", "chain") as bar:
+            for start in starts:
+                out += self._score_chunk(chains[start : start + batch_size], on_error)
+                if bar is not None:
+                    bar.update(min(batch_size, len(chains) - start))
+        return out
+
+    def _score_chunk(self, chains: list[Chain], on_error: str) -> list[ChainScores | Exception]:
+        """One estimator call for the chunk; with ``on_error="none"``, a failure is retried chain by chain."""
         try:
             return list(score_chains(chains, self.backbone, self.method, self.config))
         except Exception as err:  # noqa: BLE001 -- isolated below, or re-raised
@@ -265,28 +276,45 @@ class AresReranker:
             record["error"] = str(err)
         record["step_scores"] = [float(s) for s in result.step_scores]
         record["first_error"] = result.first_error(self.config.threshold)
-        record["certificate"] = _certificate(result)
+        record["certificate"] = certificate(result)
+
+    def _check_domain(self, scored: list[dict[str, Any]]) -> None:
+        """Warn once (:class:`DemoBackboneWarning`) when the demo head scores text outside its domain."""
+        if self._demo_warned or not scored or not is_demo_backbone(self.backbone):
+            return
+        reason = off_domain_reason([r["steps"] for r in scored], [r["step_scores"] for r in scored])
+        if reason is not None:
+            self._demo_warned = True
+            warnings.warn(demo_warning_message("AresReranker", reason), DemoBackboneWarning, stacklevel=4)
 
     def score_batch(
-        self, prompts: Sequence[Any], completions: Sequence[Sequence[Any]], aggregate: Aggregate | None = None
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Sequence[Any]],
+        aggregate: Aggregate | None = None,
+        *,
+        batch_size: int | None = None,
+        show_progress_bar: bool | None = None,
     ) -> list[list[dict[str, Any]]]:
-        """Score the candidates of many prompts in one estimator call.
+        """Score the candidates of many prompts, ``batch_size`` chains per estimator call.
 
         Args:
             prompts: P prompts.
             completions: P lists of candidates (``completions[i]`` belong to ``prompts[i]``).
             aggregate: Chain score for this call (default: the reranker's).
+            batch_size, show_progress_bar: Overrides of the reranker's settings for this call.
 
         Returns:
             P lists of records (see :meth:`score_pairs`); ``index`` is the candidate's position in its list.
         """
-        _check_candidate_lists(prompts, completions)
+        check_candidate_lists(prompts, completions)
         flat_prompts, flat_completions, sizes = [], [], []
         for prompt, candidates in zip(prompts, completions):
             flat_prompts += [prompt] * len(candidates)
             flat_completions += list(candidates)
             sizes.append(len(candidates))
-        flat = self.score_pairs(flat_prompts, flat_completions, aggregate=aggregate)
+        flat = self.score_pairs(flat_prompts, flat_completions, aggregate=aggregate, batch_size=batch_size,
+                                show_progress_bar=show_progress_bar)
         out, start = [], 0
         for size in sizes:
             group = flat[start : start + size]
@@ -296,9 +324,18 @@ class AresReranker:
             start += size
         return out
 
-    def score(self, prompt: Any, completions: Sequence[Any], aggregate: Aggregate | None = None) -> list[dict]:
+    def score(
+        self,
+        prompt: Any,
+        completions: Sequence[Any],
+        aggregate: Aggregate | None = None,
+        *,
+        batch_size: int | None = None,
+        show_progress_bar: bool | None = None,
+    ) -> list[dict]:
         """Score the candidates of one prompt: one record per candidate, in input order (see :meth:`score_pairs`)."""
-        return self.score_batch([prompt], [completions], aggregate=aggregate)[0]
+        return self.score_batch([prompt], [completions], aggregate=aggregate, batch_size=batch_size,
+                                show_progress_bar=show_progress_bar)[0]
 
     # -- ranking ------------------------------------------------------------------------------------------------
     def rank_batch(
@@ -308,14 +345,19 @@ class AresReranker:
         top_k: int | None = None,
         aggregate: Aggregate | None = None,
         return_documents: bool = True,
+        *,
+        batch_size: int | None = None,
+        show_progress_bar: bool | None = None,
     ) -> list[list[dict[str, Any]]]:
-        """:meth:`rank` for many prompts, scored in one estimator call."""
+        """:meth:`rank` for many prompts, ``batch_size`` chains per estimator call."""
         if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
             raise ValueError(f"top_k={top_k!r} must be a positive int or None (all candidates).")
         out = []
-        for records in self.score_batch(prompts, completions, aggregate=aggregate):
+        scored = self.score_batch(prompts, completions, aggregate=aggregate, batch_size=batch_size,
+                                  show_progress_bar=show_progress_bar)
+        for records in scored:
             ranked = rank_records(records)[:top_k]
-            out.append([_rank_record(r, return_documents) for r in ranked])
+            out.append([rank_record(r, return_documents) for r in ranked])
         return out
 
     def rank(
@@ -325,8 +367,12 @@ class AresReranker:
         top_k: int | None = None,
         aggregate: Aggregate | None = None,
         return_documents: bool = True,
+        *,
+        batch_size: int | None = None,
+        show_progress_bar: bool | None = None,
     ) -> list[dict[str, Any]]:
-        """Candidates sorted best first, as ``{"index", "score", "text"}`` records (CrossEncoder.rank's shape).
+        """Candidates sorted best first, as ``{"corpus_id", "index", "score", "text"}`` records (CrossEncoder.rank's
+        shape; ``index`` is an alias of ``corpus_id``).
 
         Ties keep input order (the lower index first); candidates with no score (no steps) come last with
         ``score=None``.
@@ -336,73 +382,41 @@ class AresReranker:
             completions: The candidates.
             top_k: Keep only the best k (default: all).
             aggregate: Chain score for this call (default: the reranker's).
-            return_documents: Include ``"text"`` (the candidate as given).
+            return_documents: Include ``"text"`` (the candidate as given). ``True`` by default, unlike
+                ``CrossEncoder.rank``: the candidates are the caller's own completions, and the text of the best
+                one is usually what is wanted next.
+            batch_size, show_progress_bar: Overrides of the reranker's settings for this call.
         """
-        return self.rank_batch([prompt], [completions], top_k, aggregate, return_documents)[0]
+        return self.rank_batch([prompt], [completions], top_k, aggregate, return_documents, batch_size=batch_size,
+                               show_progress_bar=show_progress_bar)[0]
 
     def select_batch(
-        self, prompts: Sequence[Any], completions: Sequence[Sequence[Any]], aggregate: Aggregate | None = None
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Sequence[Any]],
+        aggregate: Aggregate | None = None,
+        *,
+        batch_size: int | None = None,
+        show_progress_bar: bool | None = None,
     ) -> list[dict[str, Any]]:
-        """:meth:`select` for many prompts, scored in one estimator call."""
-        _check_candidate_lists(prompts, completions)
+        """:meth:`select` for many prompts, ``batch_size`` chains per estimator call."""
+        check_candidate_lists(prompts, completions)
         for i, candidates in enumerate(completions):
             if len(candidates) == 0:
                 raise ValueError(f"select: completions[{i}] is empty; there is nothing to select from.")
-        return [ranked[0] for ranked in self.rank_batch(prompts, completions, top_k=1, aggregate=aggregate)]
+        ranked = self.rank_batch(prompts, completions, top_k=1, aggregate=aggregate, batch_size=batch_size,
+                                 show_progress_bar=show_progress_bar)
+        return [r[0] for r in ranked]
 
-    def select(self, prompt: Any, completions: Sequence[Any], aggregate: Aggregate | None = None) -> dict[str, Any]:
-        """The best candidate as an ``{"index", "score", "text"}`` record (ties: the lower index)."""
-        return self.select_batch([prompt], [completions], aggregate=aggregate)[0]
-
-
-def _check_candidate_lists(prompts: Any, completions: Any) -> None:
-    """P prompts and P lists of candidates (``score_batch`` / ``rank_batch`` / ``select_batch``), or a TypeError /
-    ValueError naming the argument."""
-    if isinstance(prompts, str):
-        raise TypeError("score_batch(prompts=...) got a string: pass a list of prompts (or use score()).")
-    if not isinstance(prompts, Sequence):
-        raise TypeError(f"prompts is {type(prompts).__name__}: pass a list of prompts (one prompt: use score()).")
-    if isinstance(completions, str) or not isinstance(completions, Sequence):
-        raise TypeError(f"completions is {type(completions).__name__}: pass one list of candidates per prompt.")
-    if len(prompts) != len(completions):
-        raise ValueError(f"score_batch got {len(prompts)} prompts but {len(completions)} candidate lists.")
-    for i, candidates in enumerate(completions):
-        if isinstance(candidates, str) or not isinstance(candidates, Sequence):
-            raise TypeError(
-                f"completions[{i}] is {type(candidates).__name__}: pass a list of candidate completions per prompt."
-            )
-        if candidates and all(isinstance(c, dict) and "role" in c for c in candidates):
-            raise TypeError(
-                f"completions[{i}] is one conversation (a list of messages), not a list of candidates: wrap it, "
-                "e.g. [conversation]."
-            )
-
-
-def _empty_record(index: int, completion: Any) -> dict[str, Any]:
-    return {
-        "index": index,
-        "text": completion,
-        "steps": [],
-        "step_scores": [],
-        "score": None,
-        "first_error": None,
-        "certificate": None,
-        "error": None,
-    }
-
-
-def _rank_key(record: dict[str, Any]) -> tuple[bool, float, int]:
-    score = record["score"]
-    return (score is None, -score if score is not None else 0.0, record["index"])
-
-
-def rank_records(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Score records sorted best first: higher ``score`` first, ties by lower ``index``, ``score=None`` last."""
-    return sorted(records, key=_rank_key)
-
-
-def _rank_record(record: dict[str, Any], return_documents: bool) -> dict[str, Any]:
-    out = {"index": record["index"], "score": record["score"]}
-    if return_documents:
-        out["text"] = record["text"]
-    return out
+    def select(
+        self,
+        prompt: Any,
+        completions: Sequence[Any],
+        aggregate: Aggregate | None = None,
+        *,
+        batch_size: int | None = None,
+        show_progress_bar: bool | None = None,
+    ) -> dict[str, Any]:
+        """The best candidate as a ``{"corpus_id", "index", "score", "text"}`` record (ties: the lower index)."""
+        return self.select_batch([prompt], [completions], aggregate=aggregate, batch_size=batch_size,
+                                 show_progress_bar=show_progress_bar)[0]

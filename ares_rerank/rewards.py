@@ -25,75 +25,215 @@ conversation with non-text content          ``unscorable_value``
 With ``on_error="raise"`` bad types and backbone errors raise instead (for debugging). A backbone that cannot be
 loaded always raises: that is a configuration error, not a completion to skip.
 
-``ares_reward`` builds its reranker lazily on its first call (importing this module loads no model): the backbone
-is ``configure_default(backbone=...)``, else ``$ARES_RERANK_BACKBONE``, else ``"default"``, loaded with
-``ares_rerank.load_backbone``. So ``trl grpo --reward_funcs ares_rerank.rewards.ares_reward`` works as is.
+``ares_reward`` builds its reranker lazily on its first call (importing this module loads no model), so
+``trl grpo --reward_funcs ares_rerank.rewards.ares_reward`` works as is; ``ares_rerank.rewards.async_ares_reward`` is
+the same reward for TRL's async path (:class:`AsyncAresReward`). Their reranker is built from, for each setting,
+:func:`configure_default`, else the environment, else the built-in default:
+
+==================================  =====================================================================  ===========
+variable                            value                                                                  default
+==================================  =====================================================================  ===========
+``ARES_RERANK_BACKBONE``            a name or path for ``load_backbone`` (folder, hub id, URL, ...)        ``default``
+``ARES_RERANK_KIND``                the backbone kind: ``nli``, ``prm``, ``prm-causal``, ``judge``,        detected
+                                    ``openai``, ``vllm-pooling``
+``ARES_RERANK_BACKBONE_OPTIONS``    a JSON object of ``load_backbone`` keyword arguments, e.g.             ``{}``
+                                    ``{"dtype": "bfloat16", "batch_size": 32}``
+``ARES_RERANK_AGGREGATE``           the chain score: ``final``, ``mean``, ``min``, ``product``             ``final``
+``ARES_RERANK_RERANKER_OPTIONS``    a JSON object of ``AresReranker`` keyword arguments: ``method``,       ``{}``
+                                    ``step_separator``, ``prompt_split``, ``prompt_roles``,
+                                    ``completion_roles``, ``batch_size``, and ``config`` (an object of
+                                    ``AresConfig`` fields, e.g. ``{"eps": 0.05}``)
+==================================  =====================================================================  ===========
+
+A bad value (unknown kind or aggregate, JSON that does not parse or is not an object, an unknown key) is a
+``ValueError`` naming the variable, the value and the fix, raised by the first reward call or by
+:func:`settings_from_env`, which checks them without loading anything. With the embedded demo head (the default) on
+text outside its domain the reranker warns once (:class:`~ares_rerank.domain.DemoBackboneWarning`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import math
 import os
-from typing import Any, Callable, Sequence
+import threading
+from typing import Any, Callable, Mapping, Sequence
 
-from .aggregate import Aggregate, aggregate_name, get_aggregate
+from . import fingerprint
+from .aggregate import AGGREGATES, Aggregate, aggregate_name, get_aggregate
 from .backbones.base import Backbone
-from .rerank import AresReranker
+from .estimator import AresConfig
+from .rerank import AresReranker, resolve_backbone
 
 
-__all__ = ["BACKBONE_ENV", "AresReward", "ares_reward", "configure_default", "default_reranker"]
+__all__ = [
+    "AGGREGATE_ENV",
+    "BACKBONE_ENV",
+    "BACKBONE_OPTIONS_ENV",
+    "KIND_ENV",
+    "RERANKER_OPTIONS_ENV",
+    "AresReward",
+    "AsyncAresReward",
+    "ares_reward",
+    "async_ares_reward",
+    "configure_default",
+    "default_reranker",
+    "settings_from_env",
+]
 
 logger = logging.getLogger(__name__)
 
 BACKBONE_ENV = "ARES_RERANK_BACKBONE"
+KIND_ENV = "ARES_RERANK_KIND"
+BACKBONE_OPTIONS_ENV = "ARES_RERANK_BACKBONE_OPTIONS"
+AGGREGATE_ENV = "ARES_RERANK_AGGREGATE"
+RERANKER_OPTIONS_ENV = "ARES_RERANK_RERANKER_OPTIONS"
+_RERANKER_OPTIONS = ("method", "step_separator", "prompt_split", "prompt_roles", "completion_roles", "batch_size",
+                     "config")
 
 _default_settings: dict[str, Any] = {}
 _default: AresReranker | None = None
+_default_lock = threading.Lock()
+_backbone_locks: dict[int, threading.Lock] = {}
+_registry_lock = threading.Lock()
 
 
-def configure_default(backbone: Backbone | str | None = None, **reranker_kwargs: Any) -> None:
-    """Choose what the default reranker (used by :data:`ares_reward` and ``AresReward(None)``) is built from.
+def _json_object(environ: Mapping[str, str], name: str) -> dict[str, Any]:
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{name}={raw!r} is not valid JSON ({err}): give a JSON object, e.g. '{{\"dtype\": "
+                         "\"bfloat16\"}'.") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{name}={raw!r} is a JSON {type(value).__name__}, not an object: give e.g. '{{}}'.")
+    return value
+
+
+def settings_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The default reranker's settings named by the environment (see the module docstring); loads nothing.
+
+    Returns:
+        A dict with the keys found: ``backbone``, ``kind``, ``backbone_options`` (dict), ``aggregate`` and the
+        keys of ``ARES_RERANK_RERANKER_OPTIONS`` (``config`` as an :class:`~ares_rerank.estimator.AresConfig`).
+
+    Raises:
+        ValueError: A variable holds a bad value; the message names it, the value and the fix.
+    """
+    from .backbones.loading import KINDS
+
+    environ = os.environ if environ is None else environ
+    settings: dict[str, Any] = {}
+    if environ.get(BACKBONE_ENV, "").strip():
+        settings["backbone"] = environ[BACKBONE_ENV].strip()
+    kind = environ.get(KIND_ENV, "").strip()
+    if kind:
+        if kind not in KINDS:
+            raise ValueError(f"{KIND_ENV}={kind!r} is unknown: use one of {list(KINDS)}, or unset it to detect the "
+                             "kind from the model's config.")
+        settings["kind"] = kind
+    options = _json_object(environ, BACKBONE_OPTIONS_ENV)
+    if "kind" in options:
+        raise ValueError(f"{BACKBONE_OPTIONS_ENV} has a 'kind' key: set {KIND_ENV} instead.")
+    if options:
+        settings["backbone_options"] = options
+    aggregate = environ.get(AGGREGATE_ENV, "").strip()
+    if aggregate:
+        if aggregate not in AGGREGATES:
+            raise ValueError(f"{AGGREGATE_ENV}={aggregate!r} is unknown: use one of {sorted(AGGREGATES)}.")
+        settings["aggregate"] = aggregate
+    reranker_options = _json_object(environ, RERANKER_OPTIONS_ENV)
+    unknown = sorted(set(reranker_options) - set(_RERANKER_OPTIONS))
+    if unknown:
+        raise ValueError(f"{RERANKER_OPTIONS_ENV} has unknown keys {unknown}: use {list(_RERANKER_OPTIONS)} (the "
+                         f"backbone and aggregate have their own variables, {BACKBONE_ENV} and {AGGREGATE_ENV}).")
+    if "config" in reranker_options:
+        config = reranker_options["config"]
+        if not isinstance(config, dict):
+            raise ValueError(f"{RERANKER_OPTIONS_ENV}: 'config' must be an object of AresConfig fields, e.g. "
+                             '{"eps": 0.05}.')
+        try:
+            reranker_options["config"] = AresConfig(**config)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{RERANKER_OPTIONS_ENV}: 'config' is not a valid AresConfig: {err}") from None
+    return {**settings, **reranker_options}
+
+
+def configure_default(
+    backbone: Backbone | str | None = None,
+    *,
+    kind: str | None = None,
+    backbone_options: dict[str, Any] | None = None,
+    **reranker_kwargs: Any,
+) -> None:
+    """Choose what the default reranker (used by :data:`ares_reward`, :data:`async_ares_reward` and
+    ``AresReward(None)``) is built from; a setting given here wins over the environment's.
 
     Nothing is loaded here: the reranker is (re)built on the next call that needs it.
 
     Args:
         backbone: A backbone object, or a name / path for ``ares_rerank.load_backbone``. ``None``:
             ``$ARES_RERANK_BACKBONE``, else ``"default"``.
+        kind: The backbone kind for a name / path (``None``: ``$ARES_RERANK_KIND``, else detected).
+        backbone_options: Keyword arguments of ``load_backbone`` (``None``: ``$ARES_RERANK_BACKBONE_OPTIONS``).
         **reranker_kwargs: Keyword arguments of :class:`~ares_rerank.rerank.AresReranker` (``config``,
-            ``method``, ``step_separator``, ``prompt_split``, ...).
+            ``method``, ``aggregate``, ``step_separator``, ``prompt_split``, ...).
     """
     global _default
-    _default_settings.clear()
-    _default_settings.update(reranker_kwargs)
-    if backbone is not None:
-        _default_settings["backbone"] = backbone
-    _default = None
+    settings = dict(reranker_kwargs)
+    for key, value in (("backbone", backbone), ("kind", kind), ("backbone_options", backbone_options)):
+        if value is not None:
+            settings[key] = value
+    with _default_lock:
+        _default_settings.clear()
+        _default_settings.update(settings)
+        _default = None
 
 
 def default_reranker() -> AresReranker:
     """The default reranker, built (and its backbone loaded) on the first call, then reused."""
     global _default
-    if _default is None:
-        settings = dict(_default_settings)
-        backbone = settings.pop("backbone", None) or os.environ.get(BACKBONE_ENV) or "default"
-        logger.info("Building the default ARES reranker with backbone %r.", backbone)
-        _default = AresReranker(backbone, **settings)
-    return _default
+    with _default_lock:
+        if _default is None:
+            settings = {**settings_from_env(), **_default_settings}
+            backbone = settings.pop("backbone", None) or "default"
+            load_kwargs = dict(settings.pop("backbone_options", None) or {})
+            if settings.get("kind") is not None:
+                load_kwargs["kind"] = settings["kind"]
+            settings.pop("kind", None)
+            logger.info("Building the default ARES reranker with backbone %r (%s).", backbone, load_kwargs)
+            if isinstance(backbone, str):
+                backbone = resolve_backbone(backbone, **load_kwargs)
+            _default = AresReranker(backbone, **settings)
+        return _default
+
+
+def _backbone_lock(backbone: Any) -> threading.Lock:
+    """One lock per backbone object: two rewards on the same backbone score one at a time (its cache and stats are
+    not thread-safe); rewards on different backbones overlap."""
+    with _registry_lock:
+        return _backbone_locks.setdefault(id(backbone), threading.Lock())
 
 
 class AresReward:
     """A TRL reward: the aggregated ARES score of each completion, in [0, 1].
 
     Picklable (when its backbone is), with a ``__name__`` (TRL's metric key). Prompts and completions may be
-    strings (standard format) or message lists (conversational format), mixed in one call.
+    strings (standard format) or message lists (conversational format), mixed in one call. For TRL's async path
+    (rewards awaited together, so a served backbone overlaps with other rewards) use :class:`AsyncAresReward`.
 
     Args:
         reranker: The :class:`~ares_rerank.rerank.AresReranker` to score with; ``None`` uses the default reranker,
-            built lazily on the first call (see :func:`configure_default`).
-        aggregate: Chain score used as the reward: ``"final"`` (default), ``"mean"``, ``"min"``, ``"product"`` or
-            a callable.
-        name: The ``__name__`` (metric key). Default: ``"<method>_<aggregate>"``, e.g. ``"ares_final"``.
+            built lazily on the first call (see :func:`configure_default` and the environment variables above).
+        aggregate: Chain score used as the reward: ``"final"``, ``"mean"``, ``"min"``, ``"product"`` or a callable;
+            ``None`` (default): the reranker's (``"final"`` unless set; ``$ARES_RERANK_AGGREGATE`` for the default
+            reranker).
+        name: The ``__name__`` (metric key). Default: ``"<method>_<aggregate>"``, e.g. ``"ares_final"``
+            (``"ares_reward"`` with the default reranker).
         unscorable_value: Returned for a completion that cannot be scored (empty, blank, not text, backbone
             error). ``None`` (default) is TRL's "not applicable"; e.g. ``0.0`` penalizes instead. Must be finite.
         on_error: ``"none"`` (default) never raises on a completion; ``"raise"`` propagates (debugging).
@@ -104,7 +244,7 @@ class AresReward:
     def __init__(
         self,
         reranker: AresReranker | None = None,
-        aggregate: Aggregate = "final",
+        aggregate: Aggregate | None = None,
         name: str | None = None,
         unscorable_value: float | None = None,
         on_error: str = "none",
@@ -112,10 +252,11 @@ class AresReward:
     ) -> None:
         if reranker is not None and not isinstance(reranker, AresReranker):
             raise TypeError(
-                f"AresReward(reranker=...) must be an AresReranker or None (the default reranker), got "
+                f"{type(self).__name__}(reranker=...) must be an AresReranker or None (the default reranker), got "
                 f"{type(reranker).__name__}; build one with AresReranker(backbone)."
             )
-        get_aggregate(aggregate)
+        if aggregate is not None:
+            get_aggregate(aggregate)
         if name is not None and (not isinstance(name, str) or not name):
             raise TypeError(f"AresReward(name={name!r}) must be a non-empty string (TRL's metric key) or None.")
         if on_error not in ("none", "raise"):
@@ -135,12 +276,17 @@ class AresReward:
         self.unscorable_value = None if unscorable_value is None else float(unscorable_value)
         self.on_error = on_error
         self.log_stats = log_stats
-        method = reranker.method if reranker is not None else "ares"
-        self.__name__ = name or f"{method}_{aggregate_name(aggregate)}".replace("-", "_")
+        if name is None and reranker is None:
+            name = "ares_reward"
+        elif name is None:
+            chain_score = aggregate if aggregate is not None else reranker.aggregate
+            name = f"{reranker.method}_{aggregate_name(chain_score)}".replace("-", "_")
+        self.__name__ = name
+        fingerprint.register(type(self))
 
     def __repr__(self) -> str:
         source = "default (lazy)" if self.reranker is None else repr(self.reranker)
-        return f"AresReward(name={self.__name__!r}, aggregate={self.aggregate!r}, reranker={source})"
+        return f"{type(self).__name__}(name={self.__name__!r}, aggregate={self.aggregate!r}, reranker={source})"
 
     @property
     def is_loaded(self) -> bool:
@@ -166,13 +312,24 @@ class AresReward:
         Returns:
             ``len(completions)`` floats in [0, 1], or ``unscorable_value`` where a completion cannot be scored.
         """
+        records, threshold = self._score(prompts, completions)
+        return self._rewards(records, threshold, kwargs)
+
+    def _score(self, prompts: Sequence[Any], completions: Sequence[Any]) -> tuple[list[dict[str, Any]], float]:
+        """The blocking part: build the reranker if needed, score every completion (no progress bar: TRL has its
+        own), one scoring at a time per backbone."""
         reranker = self.reranker if self.reranker is not None else default_reranker()
-        records = reranker.score_pairs(prompts, completions, aggregate=self.aggregate, on_error=self.on_error)
+        with _backbone_lock(reranker.backbone):
+            records = reranker.score_pairs(prompts, completions, aggregate=self.aggregate, on_error=self.on_error,
+                                           show_progress_bar=False)
+        return records, reranker.config.threshold
+
+    def _rewards(self, records: list[dict[str, Any]], threshold: float, kwargs: dict[str, Any]) -> list[float | None]:
         for record in records:
             if record["error"] and record["steps"]:  # a backbone / aggregate failure, not just an empty completion
                 logger.warning("%s could not score completion %d: %s", self.__name__, record["index"], record["error"])
         if self.log_stats:
-            self._log(records, reranker.config.threshold, kwargs.get("log_metric"), kwargs.get("log_extra"))
+            self._log(records, threshold, kwargs.get("log_metric"), kwargs.get("log_extra"))
         return [self.unscorable_value if r["score"] is None else r["score"] for r in records]
 
     def _log(
@@ -199,5 +356,33 @@ class AresReward:
             log_extra(f"{self.__name__}/first_error", first_error)
 
 
-# Used by `trl grpo --reward_funcs ares_rerank.rewards.ares_reward`; builds the default reranker on its first call.
+class AsyncAresReward(AresReward):
+    """:class:`AresReward` for TRL's async path: ``async def __call__``, so GRPOTrainer / RLOOTrainer (TRL >= 1.16)
+    await it together with the other async rewards (``asyncio.gather``) instead of one after another.
+
+    The blocking scoring runs in a worker thread (``asyncio.to_thread``), so a served backbone (an
+    ``OpenAIJudge`` or ``VLLMPoolingPRM`` waiting on HTTP) or a model on another device overlaps with the other
+    rewards. Two rewards on the same backbone object still score one at a time (a lock per backbone). Same
+    arguments, values and logging as :class:`AresReward`; picklable.
+
+    Example:
+        >>> reward = AsyncAresReward(AresReranker(judge), name="ares_judge")  # doctest: +SKIP
+        >>> GRPOTrainer(..., reward_funcs=[reward, other_async_reward])  # doctest: +SKIP
+    """
+
+    async def __call__(  # type: ignore[override]
+        self,
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        completion_ids: Sequence[Sequence[int]] | None = None,
+        **kwargs: Any,
+    ) -> list[float | None]:
+        """Await one reward per completion (the values of :meth:`AresReward.__call__`)."""
+        records, threshold = await asyncio.to_thread(self._score, prompts, completions)
+        return self._rewards(records, threshold, kwargs)
+
+
+# Used by `trl grpo --reward_funcs ares_rerank.rewards.ares_reward` (or `...async_ares_reward`, awaited with the other
+# async rewards); each builds the default reranker on its first call.
 ares_reward = AresReward(name="ares_reward")
+async_ares_reward = AsyncAresReward(name="ares_reward_async")

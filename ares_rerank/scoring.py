@@ -1,8 +1,14 @@
-"""One entry point: chains + backbone + method -> per-step scores (ARES or a baseline)."""
+"""One entry point: chains + backbone + method -> per-step scores (ARES or a baseline).
+
+Long calls show a tqdm bar over chains (``show_progress_bar``), advanced once per chunk of ``batch_size`` chains (one
+estimator call each: one backbone call per step wave of the chunk).
+"""
 
 from __future__ import annotations
 
-from typing import Sequence
+import sys
+from contextlib import nullcontext
+from typing import Any, Sequence
 
 from .backbones.base import Backbone
 from .baselines import BASELINES, CHAIN_BASELINES, baseline_scores
@@ -10,9 +16,35 @@ from .chain import Chain, ChainScores
 from .estimator import AresConfig, ares_scores
 
 
-__all__ = ["METHODS", "score_chains"]
+__all__ = ["METHODS", "check_batch_size", "progress_bar", "score_chains"]
 
 METHODS = ("ares",) + tuple(sorted(BASELINES)) + CHAIN_BASELINES
+
+
+def check_batch_size(batch_size: Any, owner: str) -> int | None:
+    """``batch_size`` as a positive int or ``None``; a ValueError naming ``owner`` otherwise."""
+    if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1):
+        raise ValueError(
+            f"{owner}(batch_size={batch_size!r}) must be a positive int (chains per estimator call) or None (all "
+            "chains in one call)."
+        )
+    return batch_size
+
+
+def progress_bar(total: int, show_progress_bar: bool | None, num_batches: int, desc: str, unit: str) -> Any:
+    """A tqdm bar on stderr, or a null context when hidden.
+
+    ``show_progress_bar=None`` shows it when the work takes more than one batch (long calls), ``True`` always,
+    ``False`` never (``TQDM_DISABLE=1`` hides every bar too).
+    """
+    if show_progress_bar is not None and not isinstance(show_progress_bar, bool):
+        raise TypeError(f"show_progress_bar={show_progress_bar!r} must be True, False or None (shown for long calls).")
+    show = num_batches > 1 if show_progress_bar is None else show_progress_bar
+    if not show:
+        return nullcontext(None)
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr)
 
 
 def score_chains(
@@ -20,6 +52,9 @@ def score_chains(
     backbone: Backbone,
     method: str = "ares",
     config: AresConfig | None = None,
+    *,
+    batch_size: int | None = None,
+    show_progress_bar: bool | None = None,
 ) -> list[ChainScores]:
     """Score every step of every chain.
 
@@ -29,6 +64,10 @@ def score_chains(
         method: ``"ares"`` or a baseline: ``"entail-prev"``, ``"entail-base"``, ``"roscoe-li-self"``,
             ``"roscoe-li-source"``, ``"receval-inter"``, ``"prm-chain"``, ``"llm-judge"``.
         config: ARES settings (ignored by baselines).
+        batch_size: Chains per estimator call (each call sends all inputs of one step wave of its chains to the
+            backbone as one batch); ``None`` scores all chains in one call. Scores do not depend on it (the sampler
+            is seeded per chain).
+        show_progress_bar: A tqdm bar over chains on stderr; ``None`` shows it when there is more than one batch.
 
     Returns:
         One :class:`ChainScores` per chain, in input order.
@@ -44,10 +83,18 @@ def score_chains(
             )
     if config is not None and not isinstance(config, AresConfig):
         raise TypeError(f"score_chains(config=...) must be an AresConfig, got {type(config).__name__}.")
-    if not chains:
-        return []
-    if method == "ares":
-        return ares_scores(chains, backbone, config)
-    if method in BASELINES or method in CHAIN_BASELINES:
-        return baseline_scores(chains, backbone, method)
-    raise ValueError(f"score_chains(method={method!r}) is unknown: use one of {list(METHODS)}.")
+    if method != "ares" and method not in BASELINES and method not in CHAIN_BASELINES:
+        raise ValueError(f"score_chains(method={method!r}) is unknown: use one of {list(METHODS)}.")
+    size = check_batch_size(batch_size, "score_chains") or max(len(chains), 1)
+    starts = range(0, len(chains), size)
+    out: list[ChainScores] = []
+    with progress_bar(len(chains), show_progress_bar, len(starts), f"scoring ({method})", "chain") as bar:
+        for start in starts:
+            chunk = chains[start : start + size]
+            if method == "ares":
+                out += ares_scores(chunk, backbone, config)
+            else:
+                out += baseline_scores(chunk, backbone, method)
+            if bar is not None:
+                bar.update(len(chunk))
+    return out

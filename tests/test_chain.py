@@ -57,3 +57,27 @@ def test_chain_scores_flags_and_first_error():
     assert scores.first_error() == 1 and scores.first_error(threshold=0.1) == -1
     with pytest.raises(ValueError, match="step_scores"):
         ChainScores([1.2], 1, [1])
+
+
+def test_sentence_splitter_on_math_keeps_decimals_units_step_labels_and_abbreviations():
+    text = (
+        "Step 1. The rod is 1.5 m. Its half is 0.75 m, e.g. 75 cm. Step 2. Multiply: 3.5 * 2 = 7.0. "
+        "1. Add 2. 2. Subtract 1. Solve for x. Then x = 3.14. Is it 2.5? Yes!"
+    )
+    assert split_sentences(text) == [
+        "Step 1. The rod is 1.5 m.",
+        "Its half is 0.75 m, e.g. 75 cm.",
+        "Step 2. Multiply: 3.5 * 2 = 7.0.",
+        "1. Add 2.",
+        "2. Subtract 1.",
+        "Solve for x.",
+        "Then x = 3.14.",
+        "Is it 2.5?",
+        "Yes!",
+    ]
+    assert split_steps("Step 1. Let x = 2.5 m. Step 2. So 2x = 5.0 m.", None) == [
+        "Step 1. Let x = 2.5 m.", "Step 2. So 2x = 5.0 m."
+    ]
+    assert split_sentences("(a) First, i.e. 1.5. (b) Second, cf. Eq. 3. Done.") == [
+        "(a) First, i.e. 1.5.", "(b) Second, cf. Eq. 3.", "Done."
+    ]

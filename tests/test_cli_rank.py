@@ -43,7 +43,7 @@ def test_rank_writes_scores_rankings_and_best(claimtrees_jsonl, tmp_path, capsys
     for row, sound in zip(rows, gold):
         assert row["best_index"] == sound
         assert row["scores"][sound] == 1.0 and sorted(row["scores"]) == [0.0, 0.0, 0.0, 1.0]
-        assert len(row["ranking"]) == 2 and row["ranking"][0] == {"index": sound, "score": 1.0}
+        assert len(row["ranking"]) == 2 and row["ranking"][0] == {"corpus_id": sound, "index": sound, "score": 1.0}
         assert len(row["step_scores"]) == 4 and len(row["step_scores"][sound]) == 9
         assert row["first_errors"][sound] == -1 and all(e >= 0 for i, e in enumerate(row["first_errors"]) if i != sound)
     err = capsys.readouterr().err
@@ -68,7 +68,8 @@ def test_rank_empty_candidate_and_bad_input(tmp_path, capsys):
     out = tmp_path / "out.jsonl"
     assert main(["rank", "--input", str(path), "--output", str(out), "--no-progress", *ORACLE_ARGS]) == 0
     (row,) = [json.loads(line) for line in out.read_text().splitlines()]
-    assert row["scores"] == [None, 0.0] and row["ranking"] == [{"index": 1, "score": 0.0}, {"index": 0, "score": None}]
+    assert row["scores"] == [None, 0.0]
+    assert row["ranking"] == [{"corpus_id": 1, "index": 1, "score": 0.0}, {"corpus_id": 0, "index": 0, "score": None}]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "p", "candidates": ["a"]}\n{"prompt": "p"}\n')
     assert main(["rank", "--input", str(bad), *ORACLE_ARGS]) == 2

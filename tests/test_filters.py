@@ -80,3 +80,100 @@ def test_validation(reranker):
         AresFilter(FunctionBackbone(word_share), threshold=0.5)
     with pytest.raises(ValueError, match="no column 'completion'"):
         AresFilter(reranker, threshold=0.5)({"prompt": ["a"], "text": ["a"]})
+
+
+# -- datasets' defaults, batch borders, fingerprint and num_proc ------------------------------------------------------
+def test_dataset_filter_and_map_without_batched_true(reranker):
+    ds = Dataset.from_dict({"prompt": PROMPTS, "completion": COMPLETIONS, "id": list(range(7))})
+    assert ds.filter(AresFilter(reranker, threshold=0.75))["id"] == [0, 4, 5]  # one row per call
+    scored = ds.map(AresFilter(reranker, threshold=0.5).add_scores)
+    assert scored["ares_score"] == SCORES and scored["ares_keep"] == [True, True, False, False, True, True, True]
+    conversational = Dataset.from_dict({"prompt": [[{"role": "user", "content": "a b"}]] * 2,
+                                        "completion": [[{"role": "assistant", "content": c}] for c in ("a b", "q")]})
+    assert len(conversational.filter(AresFilter(reranker, threshold=0.5))) == 1
+    grouped = Dataset.from_dict({"prompt": ["a b", "x y"], "completion": [["q z", "a b", "a z"], ["x q", ""]]})
+    assert grouped.map(AresFilter(reranker, top_k=1).keep_candidates)["completion"] == [["a b"], ["x q"]]
+    with pytest.raises(ValueError, match=r"needs all rows of a prompt at once.*batched=True.*filter_dataset"):
+        ds.filter(AresFilter(reranker, top_k=1))
+
+
+def test_top_k_split_across_batch_borders_refuses_naming_the_fixes(reranker):
+    ds = Dataset.from_dict({"prompt": PROMPTS, "completion": COMPLETIONS, "id": list(range(7))})
+    top1 = AresFilter(reranker, top_k=1)
+    for batch_size in (2, 3, 5):  # a border inside "a b" (rows 0-3) or "x y" (rows 4-6)
+        with pytest.raises(ValueError, match=r"continue from the previous batch.*filter_dataset.*group_size="):
+            ds.filter(top1, batched=True, batch_size=batch_size)
+    assert ds.filter(top1, batched=True, batch_size=4)["id"] == [0, 4]  # borders between groups: correct
+    assert ds.filter(top1, batched=True)["id"] == [0, 4]  # a new pass over the same data is not a split
+    assert ds.filter(top1, batched=True)["id"] == [0, 4]
+    shuffled = ds.select([0, 4, 1, 5, 2, 6, 3])
+    with pytest.raises(ValueError, match=r"'a b' are not next to each other.*filter_dataset"):
+        shuffled.filter(top1, batched=True)
+
+
+def test_filter_dataset_is_correct_for_any_order_batch_size_and_num_proc(reranker):
+    ds = Dataset.from_dict({"prompt": PROMPTS, "completion": COMPLETIONS, "id": list(range(7))})
+    top1 = AresFilter(reranker, top_k=1)
+    shuffled = ds.shuffle(seed=3)
+    for data, batch_size, num_proc in ((ds, 2, None), (shuffled, 1, None), (shuffled, 3, 2)):
+        kept = top1.filter_dataset(data, batch_size=batch_size, num_proc=num_proc)
+        # one row per prompt, the best (rows 4 and 5 tie: the earlier of the two in the data's order)
+        assert sorted(zip(kept["prompt"], kept["completion"])) == [("a b", "a b"), ("x y", "x y")]
+        assert "ares_score" not in kept.column_names
+    both = AresFilter(reranker, top_k=2, threshold=0.75).filter_dataset(shuffled, batch_size=2, keep_scores=True)
+    assert sorted(zip(both["id"], both["ares_score"])) == [(0, 1.0), (4, 1.0), (5, 1.0)]
+    assert top1.filter_dataset(ds, batch_size=2)["id"] == [0, 4]  # in the data's order, ties to the earlier row
+
+
+def test_group_size_checks_each_batch_holds_whole_groups(reranker):
+    prompts = ["a b"] * 2 + ["x y"] * 2 + ["p q"] * 2
+    ds = Dataset.from_dict({"prompt": prompts, "completion": ["a z", "a b", "x y", "x q", "z", "p q"],
+                            "id": list(range(6))})
+    grouped = AresFilter(reranker, top_k=1, group_size=2)
+    for batch_size in (2, 4, 6):
+        assert ds.filter(grouped, batched=True, batch_size=batch_size)["id"] == [1, 2, 5]
+    with pytest.raises(ValueError, match=r"group_size=2\): rows 2-2 of this batch of 3 are not one whole group"):
+        ds.filter(grouped, batched=True, batch_size=3)
+    doubled = Dataset.from_dict({k: v[:4] * 2 for k, v in ds.to_dict().items()})  # shards of 4 rows: whole groups
+    assert doubled.filter(grouped, batched=True, batch_size=2, num_proc=2)["id"] == [1, 2, 1, 2]
+    with pytest.raises(ValueError, match="group_size=0"):
+        AresFilter(reranker, top_k=1, group_size=0)
+
+
+def exploding_backbone():
+    """A backbone whose model (a torch module) raises when pickled."""
+    import torch
+
+    class Exploding(torch.nn.Linear):
+        def __reduce_ex__(self, protocol):
+            raise AssertionError("the model weights were pickled")
+
+    backbone = FunctionBackbone(word_share)
+    backbone.model = Exploding(4, 2)
+    backbone.source = "org/some-head"
+    return backbone
+
+
+def test_fingerprint_hashes_settings_not_weights_and_objects_stay_picklable(reranker, tiny_nli_path):
+    import pickle
+
+    from datasets.fingerprint import Hasher
+
+    heavy = AresFilter(AresReranker(exploding_backbone(), prompt_split="lines"), threshold=0.5)
+    with pytest.raises(AssertionError, match="weights were pickled"):
+        pickle.dumps(heavy)  # ordinary pickling would carry the model ...
+    digest = Hasher.hash(heavy)  # ... the datasets fingerprint never does
+    assert digest == Hasher.hash(AresFilter(AresReranker(exploding_backbone(), prompt_split="lines"), threshold=0.5))
+    assert digest != Hasher.hash(AresFilter(AresReranker(exploding_backbone(), prompt_split="lines"), threshold=0.6))
+    assert Hasher.hash(heavy.add_scores) != Hasher.hash(heavy.keep_candidates)
+    # A real (tiny) head: two loads hash alike, a changed temperature does not; picklable for num_proc.
+    first = AresFilter(AresReranker(str(tiny_nli_path), prompt_split="lines"), threshold=0.5)
+    second = AresFilter(AresReranker(str(tiny_nli_path), prompt_split="lines"), threshold=0.5)
+    assert Hasher.hash(first) == Hasher.hash(second)
+    second.reranker.backbone.temperature = 2.0
+    assert Hasher.hash(first) != Hasher.hash(second)
+    ds = Dataset.from_dict({"prompt": PROMPTS, "completion": COMPLETIONS})
+    one = ds.map(first.add_scores, batched=True, batch_size=3)
+    assert ds.map(first.add_scores, batched=True, batch_size=3, num_proc=2)["ares_score"] == one["ares_score"]
+    fresh = AresFilter(AresReranker(str(tiny_nli_path), prompt_split="lines"), threshold=0.5)  # loaded again
+    assert ds.map(fresh.add_scores, batched=True, batch_size=3)._fingerprint == one._fingerprint  # a cache hit

@@ -77,3 +77,15 @@ def test_validation(lm, reranker):
         best_of_n(model, tokenizer, "a prompt", reranker)
     with pytest.raises(TypeError, match="must be an AresReranker"):
         best_of_n(model, tokenizer, PROMPTS, FunctionBackbone(char_overlap))
+
+
+def test_progress_bars_for_long_calls_off_by_flag(lm, reranker, capsys):
+    model, tokenizer = lm
+    best_of_n(model, tokenizer, PROMPTS, reranker, n=2, max_new_tokens=4, batch_size=1, seed=0)
+    assert "generating (n=2)" in capsys.readouterr().err  # three generation batches: a bar
+    best_of_n(model, tokenizer, PROMPTS, reranker, n=2, max_new_tokens=4, batch_size=1, seed=0,
+              show_progress_bar=False)
+    assert capsys.readouterr().err == ""
+    best_of_n(model, tokenizer, PROMPTS[:1], reranker, n=2, max_new_tokens=4, seed=0, show_progress_bar=True)
+    err = capsys.readouterr().err
+    assert "generating (n=2)" in err and "scoring (ares)" in err

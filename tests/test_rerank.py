@@ -57,11 +57,12 @@ def test_rank_sorts_best_first_ties_by_index_unscorable_last(reranker):
     assert [r["score"] for r in ranked] == [1.0, 1.0, 0.0, None, None]
     assert ranked[0]["text"] == "so b"
     top = reranker.rank("a\nb", completions, top_k=2, return_documents=False)
-    assert top == [{"index": 2, "score": 1.0}, {"index": 3, "score": 1.0}]
+    # CrossEncoder.rank's corpus_id, with index kept as its alias
+    assert top == [{"corpus_id": 2, "index": 2, "score": 1.0}, {"corpus_id": 3, "index": 3, "score": 1.0}]
 
 
 def test_select_returns_the_best_record(reranker):
-    assert reranker.select("a\nb", ["so c", "so b"]) == {"index": 1, "score": 1.0, "text": "so b"}
+    assert reranker.select("a\nb", ["so c", "so b"]) == {"corpus_id": 1, "index": 1, "score": 1.0, "text": "so b"}
     with pytest.raises(ValueError, match="nothing to select"):
         reranker.select("a\nb", [])
     assert reranker.rank("a\nb", []) == []
@@ -245,3 +246,54 @@ def test_oracle_reranking_ares_final_always_picks_the_sound_chain_entail_prev_do
     # the sound chain is never strictly best, and tie-breaking by position picks it only by chance.
     assert results["entail-prev"][1] < 0.2
     assert results["entail-prev"][0] < 0.6
+
+
+# -- CrossEncoder-shaped surfaces: corpus_id, return_documents, batch_size, show_progress_bar --------------------------
+def test_rank_records_carry_corpus_id_with_index_as_alias(reranker):
+    ranked = reranker.rank("a\nb", ["so c", "so b"])
+    assert ranked == [{"corpus_id": 1, "index": 1, "score": 1.0, "text": "so b"},
+                      {"corpus_id": 0, "index": 0, "score": 0.0, "text": "so c"}]
+    assert list(ranked[0]) == ["corpus_id", "index", "score", "text"]  # CrossEncoder.rank's keys, in its order
+    bare = reranker.rank_batch(["a\nb"], [["so c", "so b"]], return_documents=False)[0]
+    assert [set(r) for r in bare] == [{"corpus_id", "index", "score"}] * 2
+
+
+def test_batch_size_sets_chains_per_estimator_call_and_leaves_scores_unchanged():
+    backbone = CountingBackbone()
+    prompts = ["a\nb", "x\ny", "p"]
+    candidates = [["so b\n\nso a", "so c"], ["so y", "so z\n\nso x"], ["so p"]]
+    whole = AresReranker(backbone, prompt_split="lines", batch_size=None).score_batch(prompts, candidates)
+    assert backbone.calls == [5, 2]  # one estimator call: one backbone call per step wave of all five chains
+    backbone.calls.clear()
+    chunked = AresReranker(backbone, prompt_split="lines", batch_size=2).score_batch(prompts, candidates)
+    assert backbone.calls == [2, 1, 2, 1, 1]  # chunks of 2, 2 and 1 chains, each with its own waves
+    assert [[r["step_scores"] for r in g] for g in chunked] == [[r["step_scores"] for r in g] for g in whole]
+    backbone.calls.clear()
+    AresReranker(backbone, prompt_split="lines").score_batch(prompts, candidates, batch_size=1)  # per-call override
+    assert len(backbone.calls) == 7
+    with pytest.raises(ValueError, match=r"AresReranker\(batch_size=0\) must be a positive int"):
+        AresReranker(backbone, batch_size=0)
+    with pytest.raises(ValueError, match=r"score_pairs\(batch_size=-1\)"):
+        AresReranker(backbone).score_pairs(["a"], ["so a"], batch_size=-1)
+    with pytest.raises(TypeError, match="show_progress_bar='yes'"):
+        AresReranker(backbone, show_progress_bar="yes")
+
+
+def test_progress_bar_for_long_calls_off_by_flag(reranker, capsys):
+    prompts, candidates = ["a\nb"] * 3, [["so b", "so c"]] * 3
+    reranker.score_batch(prompts, candidates)  # one batch (default 64 chains): no bar
+    assert "scoring" not in capsys.readouterr().err
+    reranker.score_batch(prompts, candidates, batch_size=2)  # three batches: a bar over the six chains
+    assert "scoring (ares)" in capsys.readouterr().err.replace("\r", "\n")
+    quiet = AresReranker(reranker.backbone, prompt_split="lines", batch_size=2, show_progress_bar=False)
+    quiet.rank_batch(prompts, candidates)
+    assert capsys.readouterr().err == ""
+    quiet.select("a\nb", ["so b", "so c"], show_progress_bar=True)
+    assert "2/2" in capsys.readouterr().err
+    chains = [reranker.to_chain("a\nb", c) for c in ("so b", "so c", "so a")]
+    from ares_rerank import score_chains
+
+    assert [s.step_scores for s in score_chains(chains, reranker.backbone, batch_size=1, show_progress_bar=True)] == [
+        s.step_scores for s in score_chains(chains, reranker.backbone)
+    ]
+    assert "3/3" in capsys.readouterr().err

@@ -177,3 +177,113 @@ def test_importing_rewards_loads_no_model():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO_ROOT,
                          timeout=120, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"loaded": False, "transformers": False, "default": False}
+
+
+# -- the dotted-path reward's environment (kind, backbone options, aggregate, reranker options) -----------------------
+ENV_NAMES = ("ARES_RERANK_BACKBONE", "ARES_RERANK_KIND", "ARES_RERANK_BACKBONE_OPTIONS", "ARES_RERANK_AGGREGATE",
+             "ARES_RERANK_RERANKER_OPTIONS")
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for name in ENV_NAMES:
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_environment_names_kind_options_aggregate_and_reranker_options(clean_env):
+    assert ENV_NAMES == (rewards.BACKBONE_ENV, rewards.KIND_ENV, rewards.BACKBONE_OPTIONS_ENV, rewards.AGGREGATE_ENV,
+                         rewards.RERANKER_OPTIONS_ENV)
+    loads = []
+
+    def fake_loader(spec, **kwargs):
+        loads.append((spec, kwargs))
+        return FunctionBackbone(last_word_entailed)
+
+    clean_env.setattr(rerank_module, "_load_backbone", fake_loader)
+    clean_env.setenv("ARES_RERANK_BACKBONE", "org/math-prm")
+    clean_env.setenv("ARES_RERANK_KIND", "prm")
+    clean_env.setenv("ARES_RERANK_BACKBONE_OPTIONS", '{"dtype": "bfloat16", "batch_size": 8}')
+    clean_env.setenv("ARES_RERANK_AGGREGATE", "mean")
+    clean_env.setenv("ARES_RERANK_RERANKER_OPTIONS",
+                     '{"prompt_split": "lines", "method": "entail-prev", "config": {"eps": 0.05}}')
+    assert ares_reward(["a\nb"], ["so b\n\nso c"]) == [0.5]  # entail-prev, mean of 1.0 and 0.0
+    assert loads == [("org/math-prm", {"dtype": "bfloat16", "batch_size": 8, "kind": "prm"})]
+    built = default_reranker()
+    assert built.method == "entail-prev" and built.aggregate == "mean" and built.config.eps == 0.05
+    # configure_default wins over the environment, setting by setting
+    configure_default(kind="nli", aggregate="final")
+    ares_reward(["a\nb"], ["so b"])
+    assert loads[-1] == ("org/math-prm", {"dtype": "bfloat16", "batch_size": 8, "kind": "nli"})
+    assert default_reranker().aggregate == "final" and default_reranker().method == "entail-prev"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("ARES_RERANK_KIND", "cross-encoder", r"ARES_RERANK_KIND='cross-encoder' is unknown: use one of \['judge'"),
+        ("ARES_RERANK_BACKBONE_OPTIONS", "{dtype: bf16}", "ARES_RERANK_BACKBONE_OPTIONS=.* is not valid JSON"),
+        ("ARES_RERANK_BACKBONE_OPTIONS", "[1, 2]", "is a JSON list, not an object"),
+        ("ARES_RERANK_BACKBONE_OPTIONS", '{"kind": "prm"}', "has a 'kind' key: set ARES_RERANK_KIND instead"),
+        ("ARES_RERANK_AGGREGATE", "median", r"ARES_RERANK_AGGREGATE='median' is unknown: use one of \['final'"),
+        ("ARES_RERANK_RERANKER_OPTIONS", '{"backbone": "x"}', r"unknown keys \['backbone'\]: use \['method'"),
+        ("ARES_RERANK_RERANKER_OPTIONS", '{"config": {"eps": 7}}', "'config' is not a valid AresConfig"),
+    ],
+)
+def test_bad_environment_values_are_errors_naming_the_variable(clean_env, name, value, message):
+    clean_env.setenv(name, value)
+    clean_env.setattr(rerank_module, "_load_backbone", lambda spec, **kw: pytest.fail("loaded despite a bad setting"))
+    with pytest.raises(ValueError, match=message):
+        rewards.settings_from_env()
+    with pytest.raises(ValueError, match=message):  # the first reward call raises: a configuration error
+        ares_reward(["a"], ["so a"])
+
+
+# -- async rewards: TRL awaits them together; the blocking scoring runs in a thread ----------------------------------
+class MeetingBackbone:
+    """Waits (on its first call) until the other backbone of the pair is inside its own call too, and records the
+    interval it spent: the two calls must run at the same time, or the barrier times out (BrokenBarrierError)."""
+
+    def __init__(self, barrier, intervals: list) -> None:
+        self.barrier, self.intervals = barrier, intervals
+
+    def entailment_probs(self, premises, hypotheses):
+        import time
+
+        start = time.monotonic()
+        self.barrier.wait()
+        self.intervals.append((start, time.monotonic()))
+        return last_word_entailed(premises, hypotheses)
+
+
+def test_two_async_rewards_overlap_in_time():
+    import asyncio
+    import inspect
+    import threading
+
+    barrier, intervals = threading.Barrier(2, timeout=30), []
+    first = rewards.AsyncAresReward(AresReranker(MeetingBackbone(barrier, intervals), prompt_split="lines"), name="a")
+    second = rewards.AsyncAresReward(AresReranker(MeetingBackbone(barrier, intervals), prompt_split="lines"), name="b")
+    assert inspect.iscoroutinefunction(type(first).__call__)  # what TRL's is_async_callable looks at
+
+    async def both():
+        return await asyncio.gather(first(["a\nb"] * 2, ["so b", "so c"]), second(["a\nb"], ["so a"]))
+
+    assert asyncio.run(both()) == [[1.0, 0.0], [1.0]]
+    (s1, e1), (s2, e2) = intervals
+    assert s1 < e2 and s2 < e1  # the recorded intervals overlap: both backbones were inside a call together
+
+
+def test_async_reward_values_logging_and_pickling_match_the_sync_reward():
+    import asyncio
+
+    reranker = AresReranker(FunctionBackbone(soft_overlap), prompt_split="lines")
+    sync, async_ = AresReward(reranker, aggregate="mean"), rewards.AsyncAresReward(reranker, aggregate="mean")
+    args = (["a b\nc"] * 3, ["a b\n\nc d e", "x", ""])
+    metrics = []
+    values = asyncio.run(async_(*args, log_metric=lambda name, value: metrics.append(name)))
+    assert values == sync(*args) and values[2] is None
+    assert "ares_mean/scored_frac" in metrics and async_.__name__ == "ares_mean"
+    clone = pickle.loads(pickle.dumps(async_))
+    assert asyncio.run(clone(*args)) == values
+    assert rewards.async_ares_reward.__name__ == "ares_reward_async" and not rewards.async_ares_reward.is_loaded

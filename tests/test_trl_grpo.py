@@ -1,5 +1,6 @@
 """Real TRL training runs on CPU with AresReward in ``reward_funcs``: GRPOTrainer (standard and conversational
-prompts) and RLOOTrainer, which share the reward contract. A tiny Qwen2 policy is built offline; 2 optimizer steps."""
+prompts) and RLOOTrainer, which share the reward contract, and AsyncAresReward awaited beside a second reward. A tiny
+Qwen2 policy is built offline; 2 optimizer steps."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from datasets import Dataset
 
 from ares_rerank import FunctionBackbone
 from ares_rerank.rerank import AresReranker
-from ares_rerank.rewards import AresReward
+from ares_rerank.rewards import AresReward, AsyncAresReward
 
 
 PROMPTS = ["I have AB. Rule: AB -> CD", "Let x = 3. Then 2x = 6", "What is 2 + 3?", "We have pepper. We have garlic."]
@@ -44,6 +45,25 @@ class RecordingReward(AresReward):
             {"prompts": list(prompts), "completions": list(completions), "completion_ids": completion_ids,
              "kwargs": dict(kwargs), "values": values}
         )
+        return values
+
+
+class RecordingAsyncReward(AsyncAresReward):
+    """AsyncAresReward that records the thread its scoring ran in and the values it returned (module level)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: list[dict] = []
+
+    def _score(self, prompts, completions):
+        import threading
+
+        self.calls.append({"thread": threading.current_thread().name})
+        return super()._score(prompts, completions)
+
+    async def __call__(self, prompts, completions, completion_ids=None, **kwargs):
+        values = await super().__call__(prompts, completions, completion_ids, **kwargs)
+        self.calls[-1]["values"] = values
         return values
 
 
@@ -125,3 +145,37 @@ def test_trl_grpo_command_with_dotted_reward_path(tiny_causal_lm_path, tiny_nli_
     assert done.returncode == 0, done.stderr[-3000:]
     logged = done.stdout + done.stderr
     assert logged.count("'rewards/ares_reward/mean'") == 2 and "'ares_reward/scored_frac'" in logged
+
+
+def test_grpo_trainer_awaits_async_ares_reward_beside_a_second_reward(tiny_causal_lm_path, tmp_path):
+    """TRL 1.16 gathers ``async def`` rewards on its event-loop thread; ours scores in a worker thread, beside a
+    synchronous AresReward with another aggregate. Both are logged with their own values."""
+    import threading
+
+    from trl import GRPOConfig, GRPOTrainer
+
+    reranker = AresReranker(FunctionBackbone(char_overlap), step_separator="\n")
+    async_reward = RecordingAsyncReward(reranker, aggregate="mean", name="ares_async")
+    sync_reward = RecordingReward(AresReranker(FunctionBackbone(char_overlap), step_separator="\n"), aggregate="min")
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "grpo-async"), use_cpu=True, bf16=False, report_to="none", seed=0,
+        per_device_train_batch_size=4, num_generations=2, max_completion_length=12, max_steps=2, logging_steps=1,
+        learning_rate=1e-3, save_strategy="no", disable_tqdm=True,
+    )
+    trainer = GRPOTrainer(model=str(tiny_causal_lm_path), reward_funcs=[async_reward, sync_reward], args=args,
+                          train_dataset=_dataset(conversational=False))
+    assert trainer._has_async_funcs  # TRL saw the async __call__
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "loss" in h]
+    assert trainer.state.global_step == 2 and len(logs) == 2
+    assert len(async_reward.calls) == 2 and len(sync_reward.calls) == 2
+    main_thread = threading.main_thread().name
+    for call, sync_call, log in zip(async_reward.calls, sync_reward.calls, logs):
+        assert call["thread"] != main_thread  # scored off the main thread (asyncio.to_thread)
+        scored = [v for v in call["values"] if v is not None]
+        assert len(call["values"]) == 4 and scored and all(0.0 <= v <= 1.0 for v in scored)
+        assert log["rewards/ares_async/mean"] == pytest.approx(sum(scored) / len(scored), abs=1e-5)
+        sync_scored = [v for v in sync_call["values"] if v is not None]
+        assert log["rewards/ares_min/mean"] == pytest.approx(sum(sync_scored) / len(sync_scored), abs=1e-5)
+        assert log["ares_async/scored_frac"] == pytest.approx(len(scored) / 4)
+        assert math.isfinite(log["loss"])

@@ -2,7 +2,8 @@
 
 Input lines: ``{"prompt": ..., "candidates": [...]}`` (strings or message lists; other fields are kept). Output
 lines: the input record plus ``scores`` (one per candidate, input order; ``null`` for an empty candidate),
-``step_scores``, ``first_errors``, ``ranking`` (``{"index", "score"}``, best first, cut to ``--top-k``) and
+``step_scores``, ``first_errors``, ``ranking`` (``{"corpus_id", "index", "score"}``, best first, cut to
+``--top-k``; ``corpus_id`` as in sentence-transformers' ``CrossEncoder.rank``, ``index`` its alias) and
 ``best_index``. The prompts of ``--batch-size`` lines are scored in one estimator call.
 """
 
@@ -58,7 +59,7 @@ def _batches(items: list, size: int) -> Iterator[list]:
 def _result(record: dict[str, Any], scored: list[dict[str, Any]], top_k: int | None) -> dict[str, Any]:
     from ..rerank import rank_records
 
-    ranking = [{"index": r["index"], "score": r["score"]} for r in rank_records(scored)]
+    ranking = [{"corpus_id": r["index"], "index": r["index"], "score": r["score"]} for r in rank_records(scored)]
     return {
         **record,
         "scores": [r["score"] for r in scored],

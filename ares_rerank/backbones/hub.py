@@ -129,7 +129,7 @@ def head_file(name_or_path: str | Path, filename: str, options: HubOptions | Non
     if Path(str(name_or_path)).is_dir():
         path = Path(str(name_or_path)) / filename
         return path if path.is_file() else None
-    from huggingface_hub import _CACHED_NO_EXIST, hf_hub_download, try_to_load_from_cache
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
     options = options or HubOptions()
@@ -138,7 +138,7 @@ def head_file(name_or_path: str | Path, filename: str, options: HubOptions | Non
     except LocalEntryNotFoundError:  # a subclass of EntryNotFoundError: caught first
         known = try_to_load_from_cache(str(name_or_path), filename, cache_dir=options.kwargs()["cache_dir"],
                                        revision=options.revision)
-        if known is _CACHED_NO_EXIST:
+        if known is not None and not isinstance(known, str):  # its "cached as missing" marker, not a path
             return None
         raise
     except EntryNotFoundError:  # the Hub answered 404 for this file

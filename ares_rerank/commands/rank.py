@@ -79,7 +79,8 @@ def _rank_all(args: argparse.Namespace, records: list[dict[str, Any]], results: 
     backbone = options.backbone_from_args(args)
     reranker = AresReranker(backbone, config=config, method=args.method,
                             step_separator=options.step_separator(args.step_separator),
-                            prompt_split=args.prompt_split, aggregate=args.aggregate)
+                            prompt_split=args.prompt_split, aggregate=args.aggregate,
+                            batch_size=None, show_progress_bar=False)  # one estimator call per CLI batch, one bar
     todo = records[results.count:]
     with tqdm(total=len(records), initial=results.count, desc="ranking", unit="prompt", disable=args.no_progress,
               file=sys.stderr) as bar:

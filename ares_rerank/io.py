@@ -20,6 +20,7 @@ from typing import Any, Iterator, Sequence
 
 __all__ = [
     "ResumableOutput",
+    "atomic_folder",
     "atomic_open",
     "check_output_dir",
     "check_output_path",
@@ -89,6 +90,36 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[Any]:
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A fresh folder beside ``path`` to write into; when the ``with`` block ends without an error it replaces
+    ``path`` (the old folder is moved aside, then removed), and when it raises it is removed and ``path`` is untouched.
+
+    The swap is two renames in the same folder: a process killed between them leaves the previous version as
+    ``.<name>.old-*`` beside ``path``, never a half-written folder at ``path``.
+    """
+    import shutil
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.new-"))
+    try:
+        yield fresh
+        old = None
+        if path.exists() or path.is_symlink():
+            old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.old-"))
+            os.rmdir(old)
+            os.replace(path, old)
+        os.replace(fresh, path)
+        if old is not None and old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        elif old is not None:
+            old.unlink()
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)
         raise
 
 

@@ -168,3 +168,22 @@ def test_eval_and_distributed_outputs_survive_a_full_disk(tmp_path):
                           capture_output=True, text=True, timeout=300, preexec_fn=_disk_limit(1500))
     assert done.returncode != 0 and output.read_text() == OLD * 200
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_folder_is_replaced_whole_or_not_at_all(tmp_path):
+    """Heads are saved through atomic_folder: a save that fails leaves the previous head byte for byte."""
+    from ares_rerank.io import atomic_folder
+
+    head = tmp_path / "head"
+    head.mkdir()
+    (head / "adapter_model.safetensors").write_bytes(b"old weights")
+    with pytest.raises(OSError, match="disk full"):
+        with atomic_folder(head) as fresh:
+            (fresh / "adapter_model.safetensors").write_bytes(b"new wei")
+            raise OSError("disk full")
+    assert _snapshot(head) == {"adapter_model.safetensors": b"old weights"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["head"]
+    with atomic_folder(head) as fresh:
+        (fresh / "adapter_model.safetensors").write_bytes(b"new weights")
+    assert _snapshot(head) == {"adapter_model.safetensors": b"new weights"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["head"]

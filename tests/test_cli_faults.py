@@ -117,8 +117,8 @@ def test_a_stopped_run_keeps_the_old_output_and_resumes_to_the_same_result(tmp_p
     process = subprocess.Popen([sys.executable, "-m", "ares_rerank.cli", *argv], cwd=tmp_path, env=_env(sleep=0.3),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and (not partial.exists() or len(partial.read_text().splitlines()) < 2):
-        time.sleep(0.05)  # the header and at least one batch are on disk
+    while time.monotonic() < deadline and (not partial.exists() or len(partial.read_text().splitlines()) < 3):
+        time.sleep(0.05)  # the header and two batches are on disk: the first one's append has certainly returned
     process.send_signal(stop)
     _, stderr = process.communicate(timeout=60)
     assert output.read_text() == OLD  # the stopped run never touched the result file

@@ -191,7 +191,8 @@ def _load(args: argparse.Namespace, device: Any) -> Backbone:
     from .backbones.loading import KINDS, SERVED_KINDS
     from .commands import options
 
-    local = (args.kind in KINDS and args.kind not in SERVED_KINDS) or (args.kind is None and Path(args.backbone).is_dir())
+    local = (args.kind in KINDS and args.kind not in SERVED_KINDS) or (
+        args.kind is None and Path(args.backbone).is_dir())
     extra = {"device": str(device)} if local and "device" not in options.backbone_options(args) else {}
     return options.backbone_from_args(args, **extra)  # local models: one copy per process, on its own GPU
 

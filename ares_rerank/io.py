@@ -259,7 +259,8 @@ def read_chains(path: str | os.PathLike[str], step_separator: str | None = "\n\n
 
     A line is ``{"base_claims": [...], "steps": [...]}`` or ``{"prompt": "...", "completion": "..."}`` (the completion
     split into steps by ``step_separator``, ``None`` = sentences; the prompt into claims by ``prompt_split``), with
-    optional ``"id"`` (default: the line number), ``"labels"`` (one per step, 1 = unsound) and, with ``steps``, ``"meta"``
+    optional ``"id"`` (default: the line number), ``"labels"`` (one per step, 1 = unsound) and, with ``steps``,
+    ``"meta"``
     (e.g. the ``rules`` of a ClaimTrees chain, which lets training build oracle pairs).
 
     Raises:

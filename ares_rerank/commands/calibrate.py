@@ -24,7 +24,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..io import check_output_path, read_jsonl
+from ..io import atomic_folder, check_output_path, read_jsonl
 
 
 def register(subparsers: Any) -> None:
@@ -107,7 +107,7 @@ def _classes(rows: list[dict[str, Any]], head: Any) -> list[int]:
 def run(args: argparse.Namespace) -> int:
     import shutil
 
-    from ..backbones.loading import DEFAULT_HEAD_DIR, load_backbone
+    from ..backbones.loading import CALIBRATION_FILE, DEFAULT_HEAD_DIR, load_backbone
     from ..calibration import calibrate, entailment_probs_from_logits, reliability_diagram, write_calibration
 
     writes = not (args.dry_run or args.evaluate_only)
@@ -126,11 +126,15 @@ def run(args: argparse.Namespace) -> int:
                             entailment_probs_from_logits(logits, head.label_index, report.temperature), args.bins)
     print(json.dumps(report.to_dict(), indent=2))
     if writes:
-        if args.output_dir is not None:
-            source = DEFAULT_HEAD_DIR if args.head == "default" else Path(args.head)
-            shutil.copytree(source, folder, dirs_exist_ok=True)
         origin = args.pairs or f"{args.config} ({args.split} split)"
-        path = write_calibration(folder, {"temperature": report.temperature, "calibrated_on": origin,
-                                          "calibration": report.to_dict()})
+        values = {"temperature": report.temperature, "calibrated_on": origin, "calibration": report.to_dict()}
+        if args.output_dir is None:
+            path = write_calibration(folder, values)
+        else:  # the copy appears whole, calibrated, or not at all
+            source = DEFAULT_HEAD_DIR if args.head == "default" else Path(args.head)
+            with atomic_folder(folder) as fresh:
+                shutil.copytree(source, fresh, dirs_exist_ok=True)
+                write_calibration(fresh, values)
+            path = folder / CALIBRATION_FILE
         print(f"wrote temperature {report.temperature:.4f} to {path}")
     return 0

@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     task.add_argument("--task", required=True, help="claimtrees, recipes, prmbench, bbm or processbench.")
     task.add_argument("--n", type=int, default=None, help="Evaluate the first N examples (default: the loader's).")
     task.add_argument("--sample", type=int, default=None,
-                      help="Evaluate K examples drawn at random (seeded by --sample-seed) instead of all; for CPU runs.")
+                      help="Evaluate K examples drawn at random (seeded by --sample-seed) instead of all (CPU runs).")
     task.add_argument("--sample-seed", type=int, default=0, help="Seed of --sample (default 0).")
     task.add_argument("--start", type=int, default=None, help="First example index (claimtrees, recipes).")
     task.add_argument("--length", type=int, default=None, help="ClaimTrees L (vanilla).")

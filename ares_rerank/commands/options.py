@@ -79,7 +79,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
     """The :class:`AresConfig` of parsed options (fields a command did not add keep their defaults)."""
     from ..estimator import AresConfig
 
-    return AresConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(AresConfig) if hasattr(args, f.name)})
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(AresConfig) if hasattr(args, f.name)}
+    return AresConfig(**given)
 
 
 def add_backbone_arguments(parser: argparse.ArgumentParser, default: str = "default") -> None:

@@ -1,6 +1,7 @@
 """Data sets as labelled :class:`~ares_rerank.chain.Chain` lists: ClaimTrees (synthetic) and CaptainCookRecipes.
 
-``shared_data_dir`` locates the folder with the benchmark files (the argument, else ``$ARES_DATA_DIR``) for every loader that reads files.
+``shared_data_dir`` locates the folder with the benchmark files (the argument, else ``$ARES_DATA_DIR``) for every
+loader that reads files.
 """
 
 from __future__ import annotations

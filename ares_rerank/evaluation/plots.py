@@ -1,7 +1,8 @@
 """PNG figures: macro-F1 against chain length per method (the paper's long-chain figure), the per-step scores of
 one chain, ARES's sample efficiency, and the cost of each ARES mode against chain length.
 
-    python -m ares_rerank.evaluation.plots long-chains eval/results/raw/claimtrees-*__claimtrees-oracle.json --out long_chains.png
+    python -m ares_rerank.evaluation.plots long-chains ares-eval/claimtrees-*__claimtrees-oracle.json \\
+        --out long_chains.png
 
 matplotlib is imported inside each function (Agg backend, no display needed).
 """

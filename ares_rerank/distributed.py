@@ -219,6 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"scored {len(scored)} chains on {state.num_processes} process(es); {flagged} steps flagged at "
               f"threshold {config.threshold}; wrote {out}")
     state.wait_for_everyone()
+    state.destroy_process_group()  # a gloo group left to interpreter exit can abort a process after its work is done
     return 0
 
 

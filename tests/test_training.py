@@ -560,3 +560,31 @@ def test_default_head_recipe_stops_when_a_stage_collapsed():
 
     with pytest.raises(TrainingCollapsed, match="stage1: held-out accuracy 0.650 .* majority class \\(0.650\\)"):
         check_not_collapsed("stage1", {"test": {"accuracy": 0.65}, **splits})
+
+
+def test_recipes_parse_the_shipped_v2_mix_and_the_varied_one_exports_nothing(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from training import train_default_head
+
+    seen = []
+
+    def fake_train(mix, args):
+        seen.append((mix, args))
+        return SimpleNamespace(calibration={})
+
+    monkeypatch.setattr(train_default_head, "train_head", fake_train)
+    assert train_default_head.main(["--recipe", "varied", "--runs_dir", str(tmp_path / "v")]) == 0
+    (mix1, args1), (mix2, args2) = seen
+    assert mix1.composed_share == 0 and mix1.distractor_share == 0 and not mix1.minimal_pairs
+    assert mix2.composed_share == 0.5 and mix2.distractor_share == 0.3 and mix2.minimal_pairs
+    assert set(mix2.name_styles) == set(NAME_STYLES) - {"quad"} and mix2.first_index == 2_000_000
+    assert args2.export_dir in ("", None) and args2.init_adapter == str(tmp_path / "v" / "default_head_stage1" / "head")
+    seen.clear()
+    assert train_default_head.main(["--runs_dir", str(tmp_path / "d"), "--export_dir", ""]) == 0
+    (mix1, _), (mix2, _) = seen  # the shipped head's recipe: v2's mix, pinned against the new generator defaults
+    for mix in (mix1, mix2):
+        assert mix.templates == ["paper", "hold", "make", "implies"] and mix.name_styles == ["letter", "pair", "quad",
+                                                                                           "word"]
+        assert mix.composed_share == 0 and mix.distractor_share == 0 and mix.recipe_share == 0
+    assert json.loads((tmp_path / "d" / "recipe.json").read_text())["recipe"] == "default"

@@ -2,6 +2,7 @@
 
     python -m training.train_default_head                              # writes runs/ and ares_rerank/default_head/
     python -m training.train_default_head --runs_dir /tmp/try --export_dir ""    # a dry rerun that ships nothing
+    python -m training.train_default_head --recipe varied --runs_dir runs/varied  # issue 17's mix; exports nothing
 
 Stage 1 (``configs/default_head_stage1.yaml``) trains a fresh LoRA adapter on the ClaimTrees mix; stage 2
 (``configs/default_head.yaml``) continues that adapter with minimal-pair negatives, calibrates it and writes it to
@@ -22,18 +23,27 @@ from typing import Sequence
 from ares_rerank.training import check_not_collapsed, parse_args, train_head
 
 
-__all__ = ["STAGES", "check_not_collapsed", "main"]
+__all__ = ["STAGES", "VARIED_STAGES", "check_not_collapsed", "main"]
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
 STAGES = (("stage1", CONFIGS / "default_head_stage1.yaml"), ("stage2", CONFIGS / "default_head.yaml"))
+# The varied wordings / names / distractors mix (issue 17): measured, not shipped (training/README.md, run v3).
+VARIED_STAGES = (("stage1", CONFIGS / "varied_head_stage1.yaml"), ("stage2", CONFIGS / "varied_head.yaml"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training.train_default_head", description=__doc__.split("\n")[0])
     parser.add_argument("--runs_dir", default="runs", help="Where both stages write checkpoints, logs and heads.")
-    parser.add_argument("--export_dir", default=str(Path(__file__).resolve().parents[1] / "ares_rerank" / "default_head"),
-                        help="Where the final head is written ('' = nowhere; the default replaces the shipped head).")
+    parser.add_argument("--export_dir", default=None,
+                        help="Where the final head is written ('' = nowhere). Default: the shipped head for "
+                             "--recipe default, nowhere for --recipe varied.")
+    parser.add_argument("--recipe", choices=("default", "varied"), default="default",
+                        help="default: the shipped head's stages; varied: the varied-mix stages (varied_head*.yaml).")
     args = parser.parse_args(argv)
+    shipped = str(Path(__file__).resolve().parents[1] / "ares_rerank" / "default_head")
+    if args.export_dir is None:
+        args.export_dir = shipped if args.recipe == "default" else ""
+    stages = STAGES if args.recipe == "default" else VARIED_STAGES
 
     runs = Path(args.runs_dir)
     stage1_out, stage2_out = runs / "default_head_stage1", runs / "default_head"
@@ -44,13 +54,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "--export_dir", args.export_dir, "--overwrite_default_head", "true"],
     }
     seconds, start = {}, time.time()
-    for name, config in STAGES:
+    for name, config in stages:
         stage_start = time.time()
         mix, head_args = parse_args([str(config), *overrides[name]])
         check_not_collapsed(name, train_head(mix, head_args).calibration)
         seconds[name] = round(time.time() - stage_start, 1)
         print(json.dumps({"stage": name, "seconds": seconds[name]}), flush=True)
-    record = {"stages": {name: str(config) for name, config in STAGES},
+    record = {"recipe": args.recipe, "stages": {name: str(config) for name, config in stages},
               "seconds": {**seconds, "total": round(time.time() - start, 1)},
               "head": str(stage2_out / "head"), "export_dir": args.export_dir}
     runs.mkdir(parents=True, exist_ok=True)

@@ -196,7 +196,7 @@ MISSING_RULE_FORMS: tuple[str, ...] = (
 )
 DISTRACTOR_KINDS = ("reversed", "into", "out_of", "mention", "missing_rule")
 
-NAME_STYLES = ("letter", "pair", "code", "word", "lower", "multi")
+NAME_STYLES = ("letter", "pair", "quad", "code", "word", "lower", "multi")
 # Code names of these widths; 3 characters is held out.
 CODE_WIDTHS = (2, 4, 5, 6, 7, 8, 10, 12)
 # A name of two or three capitalized words ("Silver Harbor"): the oracle's name pattern for chains with such names.
@@ -298,43 +298,35 @@ def _code(width: int, rng: random.Random) -> str:
     return rng.choice(string.ascii_uppercase) + "".join(rng.choice(_CHARS) for _ in range(width - 1))
 
 
-def _one_name(style: str, rng: random.Random, width: int) -> str:
-    """One name of ``style`` (``width``: the characters of a code name)."""
-    if style == "letter":
-        return rng.choice(_LETTERS)
-    if style in ("pair", "code"):
-        return _code(2 if style == "pair" else width, rng)
-    if style in ("word", "lower"):
-        word = rng.choice(_WORDS)
-        return word if style == "word" else word.lower()
-    if style == "multi":
-        nouns = " ".join(rng.sample(_WORDS, rng.choice((1, 1, 2))))
-        return f"{rng.choice(_ADJECTIVES)} {nouns}"
-    raise ValueError(f"style={style!r} is not a name style: use one of {NAME_STYLES}.")
+def _multi_word(rng: random.Random) -> str:
+    return f"{rng.choice(_ADJECTIVES)} {' '.join(rng.sample(_WORDS, rng.choice((1, 1, 2))))}"
 
 
 def random_names(count: int, style: str, rng: random.Random) -> list[str]:
     """``count`` distinct state names of one style that share no word (never 3 characters long: held out).
 
-    Styles: ``letter`` (one letter), ``pair`` (2 characters), ``code`` (4-12 characters, one width per chain),
-    ``word`` (a capitalized noun), ``lower`` (a lower-case noun) and ``multi`` (two or three capitalized words).
-    One style per chain: premise selection reads symbols (codes, letters) or words, not both in one step.
+    Styles: ``letter`` (one letter), ``pair`` / ``quad`` (2 / 4 characters), ``code`` (4-12 characters, one width per
+    chain), ``word`` (a capitalized noun), ``lower`` (a lower-case noun) and ``multi`` (two or three capitalized
+    words). One style per chain: premise selection reads symbols (codes, letters) or words, not both in one step.
     """
     if style not in NAME_STYLES:
         raise ValueError(f"style={style!r} is not a name style: use one of {NAME_STYLES}.")
     capacity = {"letter": len(_LETTERS), "word": len(_WORDS), "lower": len(_WORDS), "multi": len(_ADJECTIVES)}
     if count > capacity.get(style, 10_000):
         raise ValueError(f"style={style!r} has only {capacity[style]} names, {count} requested: use a longer style.")
-    width = rng.choice(CODE_WIDTHS[1:])
-    names: list[str] = []
+    if style in ("letter", "word", "lower"):
+        names = rng.sample(_LETTERS if style == "letter" else _WORDS, count)
+        return [n.lower() for n in names] if style == "lower" else names
+    width = {"pair": 2, "quad": 4}.get(style) or rng.choice(CODE_WIDTHS[1:])
+    out: list[str] = []
     used: set[str] = set()
-    while len(names) < count:
-        name = _one_name(style, rng, width)
+    while len(out) < count:
+        name = _multi_word(rng) if style == "multi" else _code(width, rng)
         words = set(name.lower().split())
-        if len(name) != 3 and not words & used:
-            names.append(name)
+        if not words & used:
+            out.append(name)
             used |= words
-    return names
+    return out
 
 
 def rename_states(chain: Chain, names: Sequence[str], suffix: str = "") -> Chain:
@@ -390,7 +382,7 @@ def templates_of(chain: Chain) -> ClaimTreesTemplates:
 def _shape(rng: random.Random, args: MixArguments, style: str) -> dict:
     """Generator keyword arguments for one chain, respecting the capacity of the name style."""
     cap = {"letter": len(_LETTERS), "word": len(_WORDS), "lower": len(_WORDS), "multi": len(_ADJECTIVES)}
-    cap = cap.get(style, 10_000) - args.max_distractors  # room for the fresh names of distractors
+    cap = cap.get(style, 10_000) - (args.max_distractors if args.distractor_share > 0 else 0)  # distractor names
     draw = rng.random()
     if draw < args.multi_source_share:
         return {"variant": "multi_source", "sources": rng.choice((2, 3, 4)), "depth": rng.choice((3, 4, 5))}
@@ -401,7 +393,7 @@ def _shape(rng: random.Random, args: MixArguments, style: str) -> dict:
 
 def _wording(rng: random.Random, args: MixArguments) -> str:
     """A template key: one of ``args.templates`` or a composed ``c<rule>.<fact>.<step>``."""
-    if rng.random() < args.composed_share:
+    if args.composed_share > 0 and rng.random() < args.composed_share:  # no draw at 0: older mixes stay as they were
         return f"c{rng.randrange(len(RULE_FORMS))}.{rng.randrange(len(FACT_FORMS))}.{rng.randrange(len(STEP_FORMS))}"
     return rng.choice(args.templates)
 
@@ -469,7 +461,8 @@ def _claimtrees_chain(i: int, args: MixArguments, rng: random.Random) -> Chain:
     length = kwargs.pop("length", 10)
     probe = Chain(["x"], ["y"], meta={"template": template})
     base = claimtrees_example(args.first_index + i, length, templates=templates_of(probe), **kwargs)
-    extra = rng.randint(1, args.max_distractors) if rng.random() < args.distractor_share else 0
+    distract = args.distractor_share > 0 and rng.random() < args.distractor_share
+    extra = rng.randint(1, args.max_distractors) if distract else 0
     names = random_names(len(base.meta["names"]) + extra, style, rng)
     chain = rename_states(base, names[:len(base.meta["names"])])
     meta = {**chain.meta, "template": template, "name_style": style}

@@ -56,7 +56,7 @@ def test_prune_mass_drops_negligible_masks_within_its_bound():
     full = score_chains([chain], backbone, config=AresConfig(mode="exact", max_masks=10_000, prune_mass=0.0))[0]
     cheap = score_chains([chain], backbone, config=AresConfig(mode="exact", max_masks=10_000, prune_mass=0.02))[0]
     assert cheap.evaluations < full.evaluations
-    assert max(cheap.error_bounds) <= 0.01 + 1e-12  # half the dropped mass
+    assert max(cheap.error_bounds) <= 0.02 + 1e-12  # at most the dropped mass
     for tau, bound, true in zip(cheap.step_scores, cheap.error_bounds, full.step_scores):
         assert abs(tau - true) <= bound + 1e-12
 

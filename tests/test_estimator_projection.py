@@ -100,7 +100,7 @@ def test_budgeted_pruning_spends_at_most_the_budget_and_bounds_the_truth():
         full = score_chains([chain], backbone, config=AresConfig(mode="exact", prior=0.9, prune_mass=0.0))[0]
         (cheap,) = score_chains([chain], backbone, config=AresConfig(mode="exact", prior=0.9, eps=0.1))
         assert cheap.evaluations <= full.evaluations
-        assert max(cheap.error_bounds) <= 0.1 + 1e-12  # default budget 2*eps: the bound ends at eps
+        assert max(cheap.error_bounds) <= 0.1 + 1e-12  # default budget eps: the bound ends at eps
         for tau, bound, true in zip(cheap.step_scores, cheap.error_bounds, truth):
             assert abs(tau - true) <= bound + 1e-12
 

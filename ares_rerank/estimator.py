@@ -50,7 +50,19 @@ from .backbones.selection import premise_selector
 from .chain import Chain, ChainScores
 
 
-__all__ = ["DEFAULT_MAX_SAMPLES", "MAX_SAMPLE_BYTES", "AresConfig", "ares_scores", "check_sample_size", "sample_size"]
+__all__ = [
+    "DEFAULT_MAX_SAMPLES",
+    "ESTIMATOR_REVISION",
+    "MAX_SAMPLE_BYTES",
+    "AresConfig",
+    "ares_scores",
+    "check_sample_size",
+    "sample_size",
+]
+
+#: Bumped whenever the same settings can give different scores (score caches key on it, so an upgrade never reads
+#: scores the estimator no longer gives). 2: exact mode reports the kept masks' mean, default prune budget eps.
+ESTIMATOR_REVISION = 2
 
 _MODES = ("auto", "exact", "sample")
 # Upper bound of AresConfig.max_masks: exact mode then holds at most 16 x 65,536 masks of a chain (about 100 MB of

@@ -138,7 +138,16 @@ def test_max_samples_raises_the_bound_and_changes_no_score_or_cache_key():
         raised = score_chains([chain], HashBackbone(), config=AresConfig(mode=mode, prior=0.9, max_samples=10**9))[0]
         assert raised.step_scores == default.step_scores
     assert method_key("ares", AresConfig(max_samples=7)) == method_key("ares", AresConfig())
-    assert method_key("ares", AresConfig()) == "ares-p1-eps0.1-delta0.1-auto-25f16088ee"  # keys of existing caches
+    assert method_key("ares", AresConfig()).startswith("ares-p1-eps0.1-delta0.1-auto-")
+
+
+def test_cache_keys_change_with_the_estimator_revision(monkeypatch):
+    from ares_rerank.evaluation import cache
+
+    before = method_key("ares", AresConfig())
+    monkeypatch.setattr(cache, "ESTIMATOR_REVISION", cache.ESTIMATOR_REVISION + 1)
+    assert method_key("ares", AresConfig()) != before  # scores of an older estimator are never read back
+    assert method_key("entail-prev") == "entail-prev"  # baselines do not depend on the estimator
 
 
 @pytest.mark.parametrize("kwargs, word", [({"max_samples": 0}, "max_samples"), ({"max_samples": 2.5}, "max_samples"),

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ares_rerank.chain import Chain, ChainScores
-from ares_rerank.estimator import AresConfig
+from ares_rerank.estimator import ESTIMATOR_REVISION, AresConfig
 from ares_rerank.io import remove_stale_temps, write_atomic
 
 
@@ -45,7 +45,8 @@ def method_key(method: str, config: AresConfig | None = None) -> str:
     ``max_samples``).
 
     The readable part names p, eps, delta and the mode; a short hash covers every other field (seed, mask budget,
-    pruning, per-claim priors), so a setting added to :class:`AresConfig` later still gets its own cache file.
+    pruning, per-claim priors) and the estimator's revision, so a setting added to :class:`AresConfig` later, or an
+    estimator that scores differently, gets its own cache file.
     """
     if method != "ares":
         return method
@@ -53,9 +54,10 @@ def method_key(method: str, config: AresConfig | None = None) -> str:
     settings = {k: v for k, v in asdict(c).items() if k not in _NOT_IN_KEY}
     settings["prior"] = float(c.prior)
     if c.base_priors is None:
-        del settings["base_priors"]  # keys written before the field existed stay valid
+        del settings["base_priors"]
     else:
         settings["prior"] = [float(p) for p in c.base_priors]
+    settings["estimator_revision"] = ESTIMATOR_REVISION  # scores of an older estimator are never read back
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
     prior = f"{c.prior:g}" if c.base_priors is None else "list"
     return f"ares-p{prior}-eps{c.eps:g}-delta{c.delta:g}-{c.mode}-{digest}"

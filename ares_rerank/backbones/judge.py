@@ -6,7 +6,9 @@ Yes or No; score = ``P(Yes) / (P(Yes) + P(No))`` from the next-token logits of o
 is scored as a continuation of the prompt (sum of its token log-probabilities), the scores are normalised over the
 seven labels, and the result is the expected value of the mapped numbers. Both modes are one mechanism: answer
 options with values, ``score = sum_i P(option_i) * value_i`` with ``P`` normalised over the options. When every
-option is a single token this is one pass over the prompt; otherwise one pass per (prompt, option).
+option is a single token this is one pass over the prompt; otherwise one pass per (prompt, option), and the options'
+sequences of one prompt share it as a head that runs once (``prefix_cache``, on by default, as the prompts of one
+ARES step share their template and context: :meth:`~ares_rerank.backbones.hf.HFBackbone.forward_logits`).
 
 :class:`JudgeBase` holds what this judge shares with the served
 :class:`~ares_rerank.backbones.openai_judge.OpenAIJudge`: the pair prompt (:meth:`JudgeBase.render`) and the
@@ -166,7 +168,8 @@ class LLMJudge(JudgeBase, HFBackbone):
         missing_rating: For :meth:`chain_step_probs`: the value of a step the judge did not rate (default 0.5, "no
             information"); ``None`` raises a ValueError instead.
         max_new_tokens: Generation budget of :meth:`chain_step_probs` (default: 12 per step + 16).
-        **kwargs: ``batch_size``, ``max_length``, ``premise_selection``, ``cache_size``.
+        **kwargs: ``batch_size``, ``max_length``, ``premise_selection``, ``cache_size``, ``prefix_cache``
+            (default: on).
     """
 
     def __init__(
@@ -216,6 +219,9 @@ class LLMJudge(JudgeBase, HFBackbone):
             encoded.append((ids, float(value)))
         if len({tuple(ids) for ids, _ in encoded}) < len(encoded):
             raise ValueError(f"answer options {list(options)} tokenize identically: pass distinguishable answers.")
+        # The vocabulary columns scoring reads: the options' tokens (log-probabilities of the rest are never read).
+        self._columns = sorted({t for ids, _ in encoded for t in ids})
+        self._column = {t: j for j, t in enumerate(self._columns)}
         return encoded
 
     auto_class = "AutoModelForCausalLM"
@@ -259,18 +265,20 @@ class LLMJudge(JudgeBase, HFBackbone):
         import torch
 
         batch = self.pad(items)
-        logits = self.model(**batch).logits.float()  # (batch, seq, vocab)
-        logp = torch.log_softmax(logits, dim=-1)
+        columns = self._columns
+        # (batch, seq, option tokens): next-token log-probabilities over the whole vocabulary, at the options' tokens
+        logp = self.forward_logits(batch, lambda x: torch.log_softmax(x.float(), dim=-1)[..., columns])
         lengths = batch["attention_mask"].sum(dim=1)  # right padding: real tokens come first
         out = []
         for b, item in enumerate(items):
             n = int(lengths[b])
             if "answer" in item:  # a (prompt + option) sequence: sum log P of the option's tokens
                 a = item["answer"]
-                targets = batch["input_ids"][b, n - a : n]
-                out.append(float(logp[b, n - a - 1 : n - 1].gather(-1, targets[:, None]).sum()))
+                targets = [self._column[t] for t in batch["input_ids"][b, n - a : n].tolist()]
+                index = torch.tensor(targets, device=logp.device)[:, None]
+                out.append(float(logp[b, n - a - 1 : n - 1].gather(-1, index).sum()))
             else:  # the prompt alone: next-token distribution over the single-token options
-                out.append(self._expected([float(logp[b, n - 1, ids[0]]) for ids, _ in self.options]))
+                out.append(self._expected([float(logp[b, n - 1, self._column[ids[0]]]) for ids, _ in self.options]))
         return out
 
     # -- LLM-Judge whole-chain baseline (JudgeBase.chain_step_probs) ------------------------------------------------

@@ -17,6 +17,10 @@ two masks that differ in any claim render different inputs (the research code re
 ``num_base`` keyword: the first ``num_base[i]`` premises of pair i are base claims, the rest earlier steps.
 ``score_chains`` (ARES and every baseline) always passes it; a direct call without it puts every premise in the user
 turn.
+
+**Shared heads.** The masked inputs of one step share the system and user turns (and the first included steps): on a
+decoder, each batch's shared head runs once with a KV cache (``prefix_cache``, see
+:meth:`~ares_rerank.backbones.hf.HFBackbone.forward_logits`); the scores are those of the full pass.
 """
 
 from __future__ import annotations
@@ -216,7 +220,8 @@ class StepTagPRM(_PRMBase):
             PRMs trained with ``step_separator="\\n"``: ``"\\n"``.
         positive_index: The class meaning "this step is correct" (Qwen and TRL: 1).
         system_prompt, step_separator, use_chat_template: See :func:`render_prm_text`.
-        **kwargs: ``batch_size``, ``max_length``, ``premise_selection``, ``cache_size``.
+        **kwargs: ``batch_size``, ``max_length``, ``premise_selection``, ``cache_size``, ``prefix_cache`` (on by
+            default for a decoder such as Qwen2.5-Math-PRM, off for an encoder token classifier).
     """
 
     def __init__(self, model: Any, tokenizer: Any, step_tag: str = "<extra_0>", positive_index: int = 1,
@@ -231,8 +236,7 @@ class StepTagPRM(_PRMBase):
         """Softmax probability of ``positive_index`` at the wanted tags (see :meth:`_PRMBase.tag_probs`)."""
         import torch
 
-        out = self.model(**self.pad(items))
-        logits = out.logits if hasattr(out, "logits") else out[0]  # (batch, seq, 2)
+        logits = self.forward_logits(self.pad(items))  # (batch, seq, 2)
         probs = torch.softmax(logits.float(), dim=-1)[..., self.positive_index]  # (batch, seq)
         return [probs[b, tags].tolist() for b, tags in enumerate(self._tag_rows(items))]
 
@@ -247,7 +251,7 @@ class CausalPRM(_PRMBase):
         good_token, bad_token: The two answers compared at the tag.
         system_prompt: Used only with a chat template (default: none).
         **kwargs: ``step_separator`` (default ``"\\n"``), ``use_chat_template``, ``batch_size``, ``max_length``,
-            ``premise_selection``, ``cache_size``.
+            ``premise_selection``, ``cache_size``, ``prefix_cache`` (default: on).
     """
 
     def __init__(self, model: Any, tokenizer: Any, step_tag: str = "ки", good_token: str = "+",
@@ -266,6 +270,7 @@ class CausalPRM(_PRMBase):
         """``P(good) / (P(good) + P(bad))`` at the wanted tags (see :meth:`_PRMBase.tag_probs`)."""
         import torch
 
-        logits = self.model(**self.pad(items)).logits  # (batch, seq, vocab): next-token logits
-        pair = torch.softmax(logits[..., [self.good_id, self.bad_id]].float(), dim=-1)[..., 0]  # (batch, seq)
+        columns = [self.good_id, self.bad_id]
+        logits = self.forward_logits(self.pad(items), lambda x: x[..., columns])  # (batch, seq, 2): next-token
+        pair = torch.softmax(logits.float(), dim=-1)[..., 0]  # (batch, seq)
         return [pair[b, tags].tolist() for b, tags in enumerate(self._tag_rows(items))]

@@ -1,0 +1,152 @@
+"""Shared-prefix reuse on tiny Qwen2 models: a batch's common head runs once with a KV cache, and every value read
+equals the full pass (float32, 1e-4), for the token-classifier PRM, the causal PRM and the LLM judge."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+
+from ares_rerank import AresConfig, Chain, load_backbone, score_chains
+from ares_rerank.backbones.hf import HFBackbone, causal_cache_argument, plan_batches, shared_prefix_length
+from ares_rerank.backbones.prm import StepTagPRM
+from tiny_models import STEP_TAG, tiny_remote_code_prm
+
+
+BASE = ["Let x = 3.", "Let y = 4.", "We have pepper. We have garlic."]
+STEPS = ["Then 2x = 6.", "So x + y = 7.", "We can now do the step.", "The answer is 7."]
+CHAINS = [Chain(BASE, STEPS), Chain(["I have AB.", "Rule: AB -> CD"], ["I use rule (AB -> CD) to derive CD."])]
+TOL = 1e-4
+
+
+def _load(path, kind, **options):
+    return load_backbone(path, kind=kind, device="cpu", dtype="float32", cache_size=0, **options)
+
+
+@pytest.fixture(scope="module", params=["prm", "prm-causal"])
+def prm_pair(request, tiny_prm_path, tiny_causal_lm_path):
+    """(reuse on, reuse off) for a Qwen2 token classifier (StepTagPRM) and a Qwen2 causal LM (CausalPRM)."""
+    path = tiny_prm_path if request.param == "prm" else tiny_causal_lm_path
+    options = {} if request.param == "prm" else {"step_tag": STEP_TAG}
+    return _load(path, request.param, **options), _load(path, request.param, prefix_cache=False, **options)
+
+
+def _rows(prm, case):
+    """Token rows of one batch shape: ``case`` names what they share."""
+    long = prm.encode_chain(BASE, STEPS)["input_ids"]
+    if case == "nothing":  # the first token already differs
+        return [long[:30], [long[1]] + long[1:25], [long[2]] + long[2:40]]
+    if case == "all-but-one":
+        return [long[:50], long[:49] + [long[60]], long[:49] + [long[61]]]
+    if case == "suffix-lengths":  # one shared head, suffixes of 1, 9 and 30 tokens
+        return [long[:41], long[:40] + long[50:59], long[:40] + long[60:90]]
+    if case == "one-is-a-prefix":  # a row that is a head of another: the head stops one token short of it
+        return [long[:45], long[:70], long[:45]]
+    raise ValueError(case)
+
+
+@pytest.mark.parametrize("case", ["nothing", "all-but-one", "suffix-lengths", "one-is-a-prefix"])
+def test_forward_logits_equal_the_full_pass_at_every_real_token(prm_pair, case):
+    on, _ = prm_pair
+    rows = _rows(on, case)
+    batch = on.pad([{"input_ids": r} for r in rows])
+    before = on.token_stats.shared_heads
+    with torch.inference_mode():
+        full = on.model(**batch).logits
+        got = on.forward_logits(batch)
+    real = batch["attention_mask"].bool()
+    assert got.shape == full.shape
+    assert (got - full)[real].abs().max().item() < TOL
+    head = shared_prefix_length(rows)
+    assert on.token_stats.shared_heads - before == (0 if case == "nothing" else 1)
+    assert head == {"nothing": 0, "all-but-one": 49, "suffix-lengths": 40, "one-is-a-prefix": 44}[case]
+
+
+def test_tag_probs_read_tags_inside_the_shared_head(prm_pair):
+    """A whole-chain item read at every tag, twice in one batch: most tags lie in the head both rows share."""
+    on, off = prm_pair
+    item = {**on.encode_chain(BASE, STEPS), "all_tags": True}
+    got, want = on.tag_probs([item, item, {**item, "all_tags": False}]), off.tag_probs([item, item, item])
+    assert got[0] == pytest.approx(want[0], abs=TOL) and got[1] == pytest.approx(want[1], abs=TOL)
+    assert got[2] == pytest.approx(want[2][-1:], abs=TOL)
+
+
+@pytest.mark.parametrize("mode", ["exact", "sample"])
+def test_ares_scores_are_the_same_with_reuse_and_fewer_tokens_reach_the_model(prm_pair, mode):
+    on, off = prm_pair
+    on.reset_stats(), off.reset_stats()
+    config = AresConfig(mode=mode, prior=0.7, seed=1)
+    got, want = score_chains(CHAINS, on, config=config), score_chains(CHAINS, off, config=config)
+    for g, w in zip(got, want):
+        assert g.step_scores == pytest.approx(w.step_scores, abs=TOL)
+    assert on.stats.pairs_computed == off.stats.pairs_computed
+    assert on.token_stats.shared_heads > 0 and on.token_stats.reused > 0
+    assert on.token_stats.tokens < off.token_stats.tokens and off.token_stats.reused == 0
+
+
+@pytest.mark.parametrize("options", [{"answer_tokens": ("Yes", " No")}, {"mode": "likert"}], ids=["yes-no", "likert"])
+def test_llm_judge_is_the_same_with_reuse(tiny_causal_lm_path, options):
+    """Yes/No reads one next-token distribution; Likert scores multi-token labels as (prompt + label) sequences,
+    whose shared head is the prompt."""
+    on, off = _load(tiny_causal_lm_path, "judge", **options), _load(tiny_causal_lm_path, "judge", prefix_cache=False,
+                                                                    **options)
+    premises = [BASE, BASE[:2], BASE[:2] + STEPS[:1], BASE + STEPS[:1], []]  # masks keep the first claims' head
+    hypotheses = [STEPS[1], STEPS[1], STEPS[1], STEPS[2], STEPS[3]]
+    assert on.entailment_probs(premises, hypotheses) == pytest.approx(off.entailment_probs(premises, hypotheses),
+                                                                      abs=TOL)
+    assert on.token_stats.reused > 0 and on.token_stats.tokens < off.token_stats.tokens
+
+
+def test_plan_batches_keeps_heads_together_and_still_fills_batches():
+    a = [[1] * 60 + [k] for k in range(4)]  # four rows sharing a 60-token head
+    b = [[2] * 60 + [k] for k in range(4)]  # four others sharing another
+    batches = plan_batches(a + b, batch_size=8)
+    assert sorted(map(sorted, batches)) == [[0, 1, 2, 3], [4, 5, 6, 7]]  # not one batch sharing nothing
+    unrelated = [[k] * 5 for k in range(10)]
+    batches = plan_batches(unrelated, batch_size=4)
+    assert [len(b) for b in batches] == [4, 4, 2] and sorted(i for b in batches for i in b) == list(range(10))
+    assert plan_batches([], batch_size=4) == []
+
+
+def test_shared_prefix_length_leaves_every_row_a_token():
+    assert shared_prefix_length([[1, 2, 3]]) == 0
+    assert shared_prefix_length([[1, 2, 3], [1, 2, 3]]) == 2
+    assert shared_prefix_length([[1, 2, 3], [1, 2, 4, 5]]) == 2
+    assert shared_prefix_length([[1, 2], [3, 2]]) == 0
+
+
+def test_the_option_defaults_on_for_decoders_and_off_for_encoders(tiny_prm_path, tiny_nli_path, tmp_path):
+    assert _load(tiny_prm_path, "prm").prefix_cache is True
+    assert load_backbone(tiny_prm_path, prefix_cache=False).prefix_cache is False  # flows through load_backbone
+    bert = AutoModelForSequenceClassification.from_pretrained(tiny_nli_path).eval()
+    assert causal_cache_argument(bert) is None and causal_cache_argument(None) is None
+    tokenizer = AutoTokenizer.from_pretrained(tiny_nli_path)
+    assert HFBackbone(bert, tokenizer).prefix_cache is False
+    with pytest.raises(ValueError, match="prefix_cache=True.*BertForSequenceClassification.*not a causal decoder"):
+        HFBackbone(bert, tokenizer, prefix_cache=True)
+    with pytest.raises(TypeError, match="prefix_cache='yes'"):
+        HFBackbone(bert, tokenizer, prefix_cache="yes")
+    remote = load_backbone(tiny_remote_code_prm(tmp_path / "remote"), trust_remote_code=True)
+    assert remote.prefix_cache is False  # its forward takes no cache
+
+
+class _IgnoresCache(torch.nn.Module):
+    """A decoder whose forward names a cache but never fills it."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner, self.config = inner, inner.config
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, cache=None, use_cache=None):
+        return self.inner(input_ids=input_ids, attention_mask=attention_mask)
+
+
+def test_a_model_that_ignores_the_cache_falls_back_to_the_full_pass(tiny_causal_lm_path):
+    model = AutoModelForCausalLM.from_pretrained(tiny_causal_lm_path).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_causal_lm_path)
+    prm = StepTagPRM(_IgnoresCache(model), tokenizer, positive_index=0, cache_size=0)
+    assert prm.prefix_cache is True
+    item = prm.encode_chain(BASE, STEPS)
+    with pytest.warns(UserWarning, match="did not fill it"):
+        got = prm.tag_probs([item, item])
+    assert prm.prefix_cache is False and got[0] == got[1]

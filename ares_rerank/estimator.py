@@ -60,9 +60,10 @@ __all__ = [
     "sample_size",
 ]
 
-#: Bumped whenever the same settings can give different scores (score caches key on it, so an upgrade never reads
-#: scores the estimator no longer gives). 2: exact mode reports the kept masks' mean, default prune budget eps.
-ESTIMATOR_REVISION = 2
+#: Bumped whenever the same settings can give different scores, in the estimator or in a premise selector it projects
+#: masks through (score caches key on it, so an upgrade never reads scores no longer given). 2: exact mode reports the
+#: kept masks' mean, default prune budget eps. 3: ``relevant`` selection treats bare numbers as quantities.
+ESTIMATOR_REVISION = 3
 
 _MODES = ("auto", "exact", "sample")
 # Upper bound of AresConfig.max_masks: exact mode then holds at most 16 x 65,536 masks of a chain (about 100 MB of

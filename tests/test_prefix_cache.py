@@ -8,7 +8,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
 from ares_rerank import AresConfig, Chain, load_backbone, score_chains
-from ares_rerank.backbones.hf import HFBackbone, causal_cache_argument, plan_batches, shared_prefix_length
+from ares_rerank.backbones.hf import HFBackbone
+from ares_rerank.backbones.prefix import causal_cache_argument, plan_batches, shared_prefix_length
 from ares_rerank.backbones.prm import StepTagPRM
 from tiny_models import STEP_TAG, tiny_remote_code_prm
 
@@ -126,6 +127,9 @@ def test_the_option_defaults_on_for_decoders_and_off_for_encoders(tiny_prm_path,
         HFBackbone(bert, tokenizer, prefix_cache=True)
     with pytest.raises(TypeError, match="prefix_cache='yes'"):
         HFBackbone(bert, tokenizer, prefix_cache="yes")
+    assert load_backbone(str(tiny_nli_path), kind="nli", prefix_cache=False).prefix_cache is False  # an NLI head too
+    with pytest.raises(ValueError, match="not a causal decoder"):
+        load_backbone(str(tiny_nli_path), kind="nli", prefix_cache=True)
     remote = load_backbone(tiny_remote_code_prm(tmp_path / "remote"), trust_remote_code=True)
     assert remote.prefix_cache is False  # its forward takes no cache
 

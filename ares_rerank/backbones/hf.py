@@ -13,8 +13,8 @@ Every backbone here follows one path per ``entailment_probs`` call:
    batch under ``torch.inference_mode``;
 5. **shared-prefix reuse** (``prefix_cache``, on by default for causal decoders): the inputs of one ARES step share a
    long head (chat template, system prompt, the question, often earlier steps). Items are then batched in token-id
-   order (neighbours share the longest heads; :func:`plan_batches` closes a batch where a new head starts), each
-   batch's common head runs once with a KV cache (:class:`transformers.DynamicCache`), and only the suffixes run,
+   order (neighbours share the longest heads; :mod:`~ares_rerank.backbones.prefix` cuts a batch where a new head
+   starts), each batch's common head runs once with a KV cache (:class:`transformers.DynamicCache`), and only the suffixes run,
    right-padded, on that cache repeated to the batch. The logits are laid out exactly as the full pass lays them
    out, so every reader is unchanged; values agree with the full pass to float rounding (tested to 1e-4, float32).
    Bidirectional encoders (BERT, MiniLM: every token attends to every other, so a head's states depend on what
@@ -30,29 +30,31 @@ transformers are imported inside the functions that need them, so ``import ares_
 
 from __future__ import annotations
 
-import inspect
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .cache import LRUCache, PairKey, ScoringStats, cached_values, pair_keys
 from .hub import load_model_and_tokenizer
+from .prefix import (
+    CALL_COST,
+    TokenStats,
+    causal_cache_argument,
+    logits_with_shared_head,
+    output_logits,
+    plan_batches,
+    shared_prefix_length,
+)
 from .selection import PremiseSelector, fit_indices, get_selector
 
 
 __all__ = [
-    "CALL_COST",
     "MARKER",
     "HFBackbone",
-    "TokenStats",
-    "causal_cache_argument",
     "clean_claim",
     "encode_with_markers",
     "model_window",
-    "plan_batches",
     "position_limit",
-    "shared_prefix_length",
     "single_token_id",
     "softmax_pick",
     "special_prefix",
@@ -146,97 +148,6 @@ def position_limit(model: Any) -> int | None:
                 offset = 0 if module.padding_idx is None else module.padding_idx + 1
             return int(module.num_embeddings) - offset
     return None
-
-
-# The fixed cost of one model call, in token positions: what batching weighs against the tokens a shared head saves
-# (a call with a shared head is two calls: the head, then the suffixes).
-CALL_COST = 32
-
-
-@dataclass
-class TokenStats:
-    """Token counters of the passes through :meth:`HFBackbone.forward_logits` (the PRMs and the LLM judge) since
-    creation (or ``reset_stats()``).
-
-    Attributes:
-        tokens: Real (non-padding) token positions that reached the model; a shared head counts once per batch.
-        positions: Positions computed, padding included (the compute actually spent).
-        reused: Token positions not recomputed because a batch's shared head ran once: ``(batch - 1) * head``.
-        shared_heads: Batches whose shared head ran once with a KV cache.
-    """
-
-    tokens: int = 0
-    positions: int = 0
-    reused: int = 0
-    shared_heads: int = 0
-
-
-def causal_cache_argument(model: Any) -> str | None:
-    """The keyword ``model.forward`` takes a KV cache by, if the model is a causal decoder; else ``None``.
-
-    A model qualifies when its forward names a cache argument (``cache`` in current transformers,
-    ``past_key_values`` before the rename) and every attention module that says whether it is causal says so. A
-    bidirectional encoder (BERT: ``is_causal=False``), a forward without a cache argument (remote code that takes
-    only ``input_ids``) or anything that is not a torch module gets ``None``.
-    """
-    import torch
-
-    if not isinstance(model, torch.nn.Module):
-        return None
-    try:
-        params = inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
-        return None
-    name = next((n for n in ("cache", "past_key_values") if n in params), None)
-    flags = [m.is_causal for m in model.modules() if isinstance(getattr(m, "is_causal", None), bool)]
-    return name if name is not None and flags and all(flags) else None
-
-
-def shared_prefix_length(rows: Sequence[Sequence[int]]) -> int:
-    """The longest token head all ``rows`` share, leaving every row at least one token of its own (0 for < 2 rows)."""
-    if len(rows) < 2:
-        return 0
-    first, limit = rows[0], min(len(r) for r in rows) - 1
-    n = 0
-    while n < limit and all(r[n] == first[n] for r in rows):
-        n += 1
-    return n
-
-
-def plan_batches(sequences: Sequence[Sequence[int]], batch_size: int, call_cost: int = CALL_COST) -> list[list[int]]:
-    """Batches of indices for shared-prefix scoring: token-id order, cut where the cost model says so.
-
-    In token-id (lexicographic) order, items with a common head are neighbours, and a run's common head is the
-    shortest common head of neighbours within it. The cut points minimise (dynamic programming over runs of at most
-    ``batch_size`` items) the positions computed, ``head + n * (longest - head)`` per batch (padding counted), plus
-    ``call_cost`` per model call, a batch with a head being two calls. So a batch does not straddle two chains'
-    inputs when that would cut their shared head short, and unrelated items still fill batches.
-
-    Returns:
-        Lists of indices into ``sequences``; every index once.
-    """
-    order = sorted(range(len(sequences)), key=lambda i: list(sequences[i]))
-    seqs = [sequences[i] for i in order]
-    adjacent = [0] + [shared_prefix_length([seqs[j - 1], seqs[j]]) for j in range(1, len(seqs))]
-    best, cut = [0.0] + [float("inf")] * len(seqs), [0] * (len(seqs) + 1)
-    for end in range(1, len(seqs) + 1):
-        head, longest, shortest = 1 << 62, 0, 1 << 62
-        for start in range(end - 1, max(end - batch_size, 0) - 1, -1):
-            longest, shortest = max(longest, len(seqs[start])), min(shortest, len(seqs[start]))
-            n = end - start
-            if n > 1:
-                head = min(head, adjacent[start + 1])
-            shared = min(head, shortest - 1) if n > 1 else 0
-            cost = n * longest + call_cost
-            if shared and (n - 1) * shared > call_cost:
-                cost = min(cost, shared + n * (longest - shared) + 2 * call_cost)
-            if best[start] + cost < best[end]:
-                best[end], cut[end] = best[start] + cost, start
-    batches, end = [], len(seqs)
-    while end:
-        batches.append(order[cut[end] : end])
-        end = cut[end]
-    return batches[::-1]
 
 
 class HFBackbone:
@@ -515,8 +426,14 @@ class HFBackbone:
         if self.prefix_cache and rows > 1:
             head = shared_prefix_length([r[: int(n)] for r, n in zip(batch["input_ids"].tolist(), mask.sum(1))])
         if (rows - 1) * head > CALL_COST:
-            logits = self._with_shared_head(batch, head, transform)
-            if logits is not None:
+            logits = logits_with_shared_head(self.model, batch, head, self.cache_argument, transform)
+            if logits is None:
+                warnings.warn(
+                    f"{type(self.model).__name__} took a KV cache but did not fill it: shared-prefix reuse is now off "
+                    "for this backbone (pass prefix_cache=False to say so up front).", stacklevel=2,
+                )
+                self.prefix_cache = False
+            else:
                 self.token_stats.tokens += real - (rows - 1) * head
                 self.token_stats.positions += head + rows * (width - head)
                 self.token_stats.reused += (rows - 1) * head
@@ -524,32 +441,7 @@ class HFBackbone:
                 return logits
         self.token_stats.tokens += real
         self.token_stats.positions += rows * width
-        return transform(_output_logits(self.model(**batch)))
-
-    def _with_shared_head(self, batch: dict[str, Any], head: int, transform: Callable[[Any], Any]) -> Any:
-        """Logits of ``batch`` from one pass over its first ``head`` tokens and one over the suffixes on their cache;
-        ``None`` (and prefix reuse off from now on) if the model did not fill the cache."""
-        import torch
-        from transformers import DynamicCache
-
-        rows, width = batch["attention_mask"].shape
-        cache = DynamicCache(config=self.model.config)
-        first = {key: value[:1, :head] for key, value in batch.items()}
-        head_logits = transform(_output_logits(self.model(**first, **{self.cache_argument: cache}, use_cache=True)))
-        if cache.get_seq_length() != head:
-            warnings.warn(
-                f"{type(self.model).__name__} took a KV cache but did not fill it: shared-prefix reuse is now off for "
-                "this backbone (pass prefix_cache=False to say so up front).", stacklevel=3,
-            )
-            self.prefix_cache = False
-            return None
-        cache.batch_repeat_interleave(rows)  # (1, heads, head, dim) -> (rows, heads, head, dim) per layer
-        rest = {key: value[:, head:] for key, value in batch.items() if key != "attention_mask"}
-        rest["attention_mask"] = batch["attention_mask"]  # (rows, width): the cached head, then each suffix
-        if "position_ids" in inspect.signature(self.model.forward).parameters:  # positions continue after the head
-            rest["position_ids"] = torch.arange(head, width, device=self.device).expand(rows, -1)
-        tail_logits = transform(_output_logits(self.model(**rest, **{self.cache_argument: cache}, use_cache=True)))
-        return torch.cat([head_logits.expand(rows, *head_logits.shape[1:]), tail_logits], dim=1)
+        return transform(output_logits(self.model(**batch)))
 
     # -- the window policy ---------------------------------------------------------------------------------------
     def _claim_length(self, claim: str) -> int:
@@ -631,11 +523,6 @@ class HFBackbone:
         # the folder or hub id it was loaded from (an adapter's folder, not its base), else the model's own name
         name = getattr(self, "source", None) or getattr(getattr(self.model, "config", None), "_name_or_path", "")
         return f"{type(self).__name__}({name or type(self.model).__name__!r})"
-
-
-def _output_logits(output: Any) -> Any:
-    """``output.logits``, or the first element of a tuple output (some remote-code models)."""
-    return output.logits if hasattr(output, "logits") else output[0]
 
 
 def split_pairs(pairs: Any) -> tuple[list[list[str]], list[str]]:

@@ -140,6 +140,7 @@ class EntailmentHead(HFBackbone):
         premise_selection: str | PremiseSelector | None = None,
         cache_size: int = 100_000,
         overlong_steps: str = "error",
+        prefix_cache: bool | None = None,
         model_kwargs: dict[str, Any] | None = None,
         revision: str | None = None,
         token: str | bool | None = None,
@@ -158,7 +159,8 @@ class EntailmentHead(HFBackbone):
         From a hub id the calibration file is fetched with the weights, from the same commit, with the same
         ``revision``, ``token``, ``cache_dir`` and ``local_files_only`` (passed to every download, as in
         transformers); a repo without the file loads uncalibrated. Keys of the file beyond those four (metrics,
-        training record) are kept in :attr:`calibration` and written again by :meth:`save_pretrained`.
+        training record) are kept in :attr:`calibration` and written again by :meth:`save_pretrained`. The other
+        keywords are :class:`~ares_rerank.backbones.hf.HFBackbone`'s (``prefix_cache`` stays off for an encoder).
         """
         model, tokenizer, calibration = load_model_and_tokenizer(
             name_or_path, "AutoModelForSequenceClassification", device=device, dtype=dtype, adapter=adapter,
@@ -175,6 +177,7 @@ class EntailmentHead(HFBackbone):
             premise_selection=premise_selection or calibration.get("premise_selection", "all"),
             cache_size=cache_size,
             overlong_steps=overlong_steps,
+            prefix_cache=prefix_cache,
             calibration=calibration,
         )
         head.source = str(adapter or name_or_path)

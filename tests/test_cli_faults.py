@@ -41,17 +41,22 @@ def _cli(argv: list[str], cwd: Path, sleep: float = 0.0, max_bytes: int | None =
                           preexec_fn=_disk_limit(max_bytes) if max_bytes else None)
 
 
-def _inputs(tmp_path: Path) -> dict[str, Path]:
-    """Chains for score / distributed, candidates for rank (three prompts, two candidates each)."""
+def _inputs(tmp_path: Path, copies: int = 1) -> dict[str, Path]:
+    """Chains for score / distributed, candidates for rank (three prompts, two candidates each); ``copies`` repeats
+    them (distinct ids) so that a run has work left long after its first batches."""
+    records = [json.loads(line) for line in DEMO.read_text().splitlines()]
     chains = tmp_path / "chains.jsonl"
-    chains.write_text(DEMO.read_text())
+    with chains.open("w") as f:
+        for copy in range(copies):
+            for record in records:
+                f.write(json.dumps({**record, "id": f"{record['id']}-{copy}" if copy else record["id"]}) + "\n")
     candidates = tmp_path / "candidates.jsonl"
     with candidates.open("w") as f:
-        for line in DEMO.read_text().splitlines()[:3]:
-            chain = json.loads(line)
-            prompt = "\n".join(chain["base_claims"])
-            f.write(json.dumps({"prompt": prompt, "candidates": ["\n".join(chain["steps"]),
-                                                                 "\n".join(chain["steps"][:2])]}) + "\n")
+        for copy in range(copies):
+            for chain in records[:3]:
+                prompt = "\n".join(chain["base_claims"]) + ("" if not copy else f"\nI have copy {copy}")
+                f.write(json.dumps({"prompt": prompt, "candidates": ["\n".join(chain["steps"]),
+                                                                     "\n".join(chain["steps"][:2])]}) + "\n")
     return {"score": chains, "rank": candidates}
 
 
@@ -107,7 +112,7 @@ def test_a_full_disk_leaves_the_old_output_and_no_torn_file(tmp_path, command):
 @pytest.mark.parametrize("command", ["score", "rank"])
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_a_stopped_run_keeps_the_old_output_and_resumes_to_the_same_result(tmp_path, command, stop):
-    inputs = _inputs(tmp_path)
+    inputs = _inputs(tmp_path, copies=5)  # tens of seconds of work left after two batches, even under load
     clean = tmp_path / "clean.jsonl"
     assert _cli(_argv(command, inputs, clean), tmp_path).returncode == 0
     output = tmp_path / "out.jsonl"

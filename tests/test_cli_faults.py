@@ -119,8 +119,11 @@ def test_a_stopped_run_keeps_the_old_output_and_resumes_to_the_same_result(tmp_p
     output.write_text(OLD)
     partial = output.with_name(f".{output.name}.partial")
     argv = _argv(command, inputs, output, backbone="slow_backbone:SlowOracle")
+    # A shell's background job (`pytest &`) starts with SIGINT ignored, and children inherit that: give the CLI the
+    # default disposition, as a terminal would, so that it installs its own Ctrl-C handling.
     process = subprocess.Popen([sys.executable, "-m", "ares_rerank.cli", *argv], cwd=tmp_path, env=_env(sleep=0.3),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (not partial.exists() or len(partial.read_text().splitlines()) < 3):
         time.sleep(0.05)  # the header and two batches are on disk: the first one's append has certainly returned

@@ -140,8 +140,7 @@ def machine_description() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from ares_rerank.commands import options
-    from ares_rerank.commands.eval import add_arguments, task_options
-    from ares_rerank.evaluation import load_task
+    from ares_rerank.commands.eval import add_arguments, task_from_args
 
     parser = argparse.ArgumentParser(prog="python -m eval.bench_perf", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -152,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--premise-selection", default=None,
                         help="Wrap the backbone in this premise selection (e.g. relevant) and count pairs behind it.")
     args = parser.parse_args(argv)
-    task = load_task(args.task, **task_options(args))
+    task = task_from_args(args)  # --sample K honoured (it was ignored: a 20-chain sample ran all 697 PRMBench chains)
     backbone = options.backbone_from_args(args)
     config = options.config_from_args(args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]

@@ -249,3 +249,13 @@ def test_paper_table_takes_real_backbone_cells_from_committed_runs(tmp_path):
         ("CaptainCookRecipes", "Entail-Base")]
     table = paper_table(cells)
     assert "`const` head, N = 5" in table and "| CaptainCookRecipes | ARES | 0.633 | pending" in table
+
+
+def test_bench_perf_honours_sample(tmp_path, capsys):
+    from eval.bench_perf import main
+
+    out = tmp_path / "perf.json"
+    assert main(["--task", "claimtrees", "--n", "12", "--length", "5", "--sample", "3", "--backbone",
+                 "claimtrees-oracle", "--repeats", "1", "--no-progress", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["num_chains"] == 3 and "sample 3/12" in result["task"]  # not all 12 chains

@@ -80,16 +80,23 @@ def task_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def task_from_args(args: argparse.Namespace) -> Any:
+    """The task the flags name: loaded with :func:`task_options`, then ``--sample K`` drawn with ``--sample-seed``."""
+    from ..evaluation import load_task
+
+    options.positive(args.sample, "--sample")
+    task = load_task(args.task, **task_options(args))
+    return task if args.sample is None else task.subsample(args.sample, args.sample_seed)
+
+
 def run(args: argparse.Namespace) -> int:
-    from ..evaluation import ScoreCache, backbone_key, evaluate, load_task, write_results
+    from ..evaluation import ScoreCache, backbone_key, evaluate, write_results
     from ..io import check_output_dir
 
     options.positive(args.batch_size, "--batch-size")
     options.positive(args.sample, "--sample")
     check_output_dir(args.out, flag="--out")  # before any work
-    task = load_task(args.task, **task_options(args))
-    if args.sample is not None:
-        task = task.subsample(args.sample, args.sample_seed)
+    task = task_from_args(args)
     load_options = options.backbone_options(args)
     backbone = options.backbone_from_args(args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]

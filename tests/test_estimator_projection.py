@@ -105,6 +105,21 @@ def test_budgeted_pruning_spends_at_most_the_budget_and_bounds_the_truth():
             assert abs(tau - true) <= bound + 1e-12
 
 
+def test_a_budget_up_to_twice_eps_keeps_the_bound_at_eps_and_contains_the_truth():
+    rng = random.Random(11)
+    bound_seen = 0.0
+    for trial in range(40):
+        chain = symbol_chain(rng, n=2, m=5)
+        backbone = SelectingBackbone(HashBackbone(lo=0.6, hi=0.99, salt=f"twice{trial}"), "relevant")
+        truth = brute_force_tau(chain, backbone, [0.9, 0.9])
+        (cheap,) = score_chains([chain], backbone, config=AresConfig(mode="exact", prior=0.9, eps=0.1, prune_mass=0.2))
+        assert max(cheap.error_bounds) <= 0.1 + 1e-12  # D <= 2 eps, the point pulled toward the midpoint as needed
+        bound_seen = max(bound_seen, max(cheap.error_bounds))
+        for tau, bound, true in zip(cheap.step_scores, cheap.error_bounds, truth):
+            assert abs(tau - true) <= bound + 1e-12
+    assert bound_seen > 0.05  # the budget did bind
+
+
 def test_pruning_saves_backbone_calls_on_claimtrees():
     chains = load_claimtrees(10, length=10)
     backbone = SelectingBackbone(FunctionBackbone(lambda p, h: [0.93 if len(ps) >= 2 else 0.05 for ps in p]),

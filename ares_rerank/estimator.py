@@ -65,7 +65,8 @@ __all__ = [
 #: masks through (score caches key on it, so an upgrade never reads scores no longer given). 2: exact mode reports the
 #: kept masks' mean, default prune budget eps. 3: ``relevant`` selection treats bare numbers as quantities.
 #: 4: exact mode reports the point nearest the mean within max(eps, D / 2); auto falls back only beyond that.
-ESTIMATOR_REVISION = 4
+#: 5: ``relevant`` is symbols-only again when the hypothesis has any symbol (revision 3's rule is ``relevant-words``).
+ESTIMATOR_REVISION = 5
 
 _MODES = ("auto", "exact", "sample")
 # Upper bound of AresConfig.max_masks: exact mode then holds at most 16 x 65,536 masks of a chain (about 100 MB of

@@ -132,27 +132,32 @@ def test_a_recipe_step_keeps_its_rule_previous_step_and_ingredient():
     claims = others[:3] + needed[:1] + others[3:] + needed[1:]
     hypothesis = recipe_step(PEEL, CUT, "garlic clove")
     for top_k in (None, 6, 3):
-        kept = [claims[i] for i in RelevantPremises(top_k)(claims, hypothesis)]
+        kept = [claims[i] for i in RelevantPremises(top_k, words=True)(claims, hypothesis)]
         assert set(needed) <= set(kept), top_k
-    assert {claims[i] for i in RelevantPremises(3)(claims, hypothesis)} == set(needed)
-    assert "We have onion." not in [claims[i] for i in RelevantPremises()(claims, hypothesis)]
+    assert {claims[i] for i in RelevantPremises(3, words=True)(claims, hypothesis)} == set(needed)
+    assert "We have onion." not in [claims[i] for i in RelevantPremises(words=True)(claims, hypothesis)]
 
 
 def test_quantities_do_not_switch_words_off_but_names_still_do():
     claims = ["We have rice.", "We have salt.", "Boil 2 cups of water."]
-    assert RelevantPremises()(claims, "Add 2 cups of rice to the water.") == [0, 2]
+    assert RelevantPremises(words=True)(claims, "Add 2 cups of rice to the water.") == [0, 2]
+    # ``relevant`` keeps the rule heads were trained with: any symbol, a number included, switches words off
+    assert RelevantPremises()(claims, "Add 2 cups of rice to the water.") == [2]
+    assert get_selector("relevant-words:6").words and get_selector("relevant-words:6").top_k == 6
+    assert not get_selector("relevant:6").words and get_selector("relevant-words").top_k is None
     rules = [RULE.format(p="AB", q="CD"), "the rule is a rule", RULE.format(p="X1", q="Y1")]
     # a claim with a name shares only its names (X1's rule shares "rule" and "derive" for nothing); one written
     # without names is matched by its words
-    assert RelevantPremises()(rules, STEP.format(p="AB", q="CD")) == [0, 1]
+    assert RelevantPremises(words=True)(rules, STEP.format(p="AB", q="CD")) == [0, 1]
 
 
 def test_a_fact_the_hypothesis_names_counts_however_common_its_word():
     claims = [f"Slice onion {i} finely with a knife." for i in range(8)] + ["We have onion."]
     scores = relevance_scores(claims, "Fry the onion in butter.")
     assert scores[:8] == [0.0] * 8 and scores[8] == pytest.approx(math.log(1 + 9 / 9))  # "onion" is in every claim
-    assert RelevantPremises(top_k=1)(claims + ["Fry the onion 3 times in fresh butter."], "Fry the onion in butter.") \
-        == [8]  # named entirely: before the longer claim that shares more but also says more
+    longer = claims + ["Fry the onion 3 times in fresh butter."]
+    # named entirely: before the longer claim that shares more but also says more
+    assert RelevantPremises(top_k=1, words=True)(longer, "Fry the onion in butter.") == [8]
 
 
 @pytest.mark.parametrize("top_k", [None, 1, 3, 6])
@@ -160,7 +165,7 @@ def test_plan_matches_the_selector_on_word_claims(top_k):
     """The plan contract (choice on S depends on S & support and |S|) with word, quantity and name claims."""
     rng = random.Random(7 + (top_k or 0))
     words = ["garlic", "onion", "clove", "peel", "cut", "butter", "START", "1", "8", "D8", "the", "we", "have"]
-    selector = RelevantPremises(top_k)
+    selector = RelevantPremises(top_k, words=True)
     for _ in range(300):
         claims = [" ".join(rng.sample(words, rng.randint(1, 5))) for _ in range(12)]
         hypothesis = " ".join(rng.sample(words, rng.randint(2, 6)))
@@ -188,7 +193,7 @@ def test_recipe_oracle_reads_what_it_needs_on_held_out_recipes():
         for k, step in enumerate(chain.steps):
             claims = list(chain.base_claims) + list(chain.steps[:k])
             for top_k in (None, 6):
-                kept = [claims[i] for i in RelevantPremises(top_k)(claims, step)]
+                kept = [claims[i] for i in RelevantPremises(top_k, words=True)(claims, step)]
                 truth, judged = oracle.entailment_probs([claims, kept], [step, step])
                 same[top_k] += truth == judged
             same["steps"] += 1
@@ -231,5 +236,7 @@ def test_claimtrees_selections_are_those_of_the_symbols_only_rule():
                 claims = list(chain.base_claims) + list(chain.steps[:k])
                 for subset in [claims] + [[c for c in claims if rng.random() < p] for p in (0.2, 0.5, 0.8)]:
                     for top_k in caps:
-                        assert RelevantPremises(top_k)(subset, step) == symbols_only_rule(subset, step, top_k)
+                        expected = symbols_only_rule(subset, step, top_k)
+                        assert RelevantPremises(top_k)(subset, step) == expected
+                        assert RelevantPremises(top_k, words=True)(subset, step) == expected
     assert ClaimTreesTemplates().rule  # the paper wording is among the sets

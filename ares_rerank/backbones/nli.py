@@ -69,9 +69,9 @@ def _selection_spec(selector: Any) -> str | None:
     name = getattr(selector, "name", None)
     if name == "all":
         return "all"
-    if name == "relevant":
+    if name in ("relevant", "relevant-words"):
         top_k = getattr(selector, "top_k", None)
-        return "relevant" if top_k is None else f"relevant:{top_k}"
+        return name if top_k is None else f"{name}:{top_k}"
     return None  # a budgeted or custom selector: pass it again when loading
 
 

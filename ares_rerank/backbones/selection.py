@@ -5,25 +5,27 @@ subset of the included claims, kept in their original order.
 
 - ``all``: every included claim.
 - ``relevant``: only the claims that share a distinctive token with the hypothesis (a state name such as ``D8``,
-  a number, a variable; an ingredient word for a claim written without names), or that state nothing the hypothesis
-  does not name (``We have garlic clove.``), optionally capped at ``top_k`` (:meth:`RelevancePlan.ranked`).
+  a number, a variable; a content word when the hypothesis has no symbol), or that state nothing the hypothesis does
+  not name, optionally capped at ``top_k`` (:meth:`RelevancePlan.ranked`).
+- ``relevant-words``: the same, except that a bare number is a quantity ("1/4 cup"), not a name, and a claim written
+  without names is matched by its words even when the hypothesis has names (for recipe-like text).
 - ``fit``: every claim, most relevant first, until a token budget is full (the window policy of the Hugging Face
-  backbones uses the same ranking, see :func:`fit_indices`).
+  backbones uses the same ranking as ``relevant``, see :func:`fit_indices`).
 
-Relevance is lexical (:func:`relevance_scores`): when both the hypothesis and a claim name something with a symbol
-(``D8``, ``AZ``, ``3x``, ``x``, ``START``), only symbols (and numbers) count for that claim, so template words never
-make it relevant; otherwise content words and numbers count. A bare number is a quantity ("1/4 cup"), not a name:
-it alone does not switch words off. A token counts only when it is distinctive (in at most ``max(3, n/4)`` of the
-n claims), weighted ``log(1 + n / df)``, except in a claim whose every token the hypothesis names: a short fact the
-hypothesis cites (``We have onion.``) is a premise however often its words recur. ``top_k`` keeps such claims first,
-then the highest score times the share of the claim's tokens the hypothesis names (a long claim that shares one
-phrase ranks below the claim that states it). No model, no randomness.
+Relevance is lexical (:func:`relevance_scores`). Under ``relevant``, when the hypothesis contains a symbol (``D8``,
+``AZ``, ``3x``, ``x``, ``42``), only symbols count, so template words never make a claim relevant; otherwise content
+words do. A token counts only when it is distinctive (in at most ``max(3, n/4)`` of the n claims), weighted
+``log(1 + n / df)``, except in a claim whose every token the hypothesis names: a short fact the hypothesis cites
+(``We have onion.``) is a premise however often its words recur. ``top_k`` keeps such claims first, then the highest
+score times the share of the claim's tokens the hypothesis names. No model, no randomness.
 
-Why names and quantities differ: CaptainCookRecipes steps read "... we can now do the step Cut-Cut 1/8 garlic
-clove." When every number counted as a symbol, words were ignored, and the step's rule, its previous steps and its
-ingredient claims were dropped: the recipe oracle behind ``relevant:6`` reached macro-F1 0.456 on held-out recipes
-(0.962 with this rule, 1.000 uncapped); ClaimTrees selections are unchanged for ``top_k`` of 6 or none
-(training/README.md, "Issue 17: premise selection for recipes").
+Why two rules: CaptainCookRecipes steps read "... we can now do the step Cut-Cut 1/8 garlic clove." Under
+``relevant`` the numbers switch words off, so the step's rule, its previous steps and its ingredient claims are
+dropped: the recipe oracle behind ``relevant:6`` reaches macro-F1 0.456 on held-out recipes, behind
+``relevant-words:6`` 0.962 (1.000 uncapped). On math text (PRMBench) ``relevant-words`` lets many more claims be
+selected, which doubled the distinct inputs ARES sends the shipped head (7,019 encoder pairs on a 20-chain sample,
+against about 3,700). ClaimTrees selections are the same under both rules (training/README.md, "Issue 17: premise
+selection for recipes"). Heads record the rule they were trained with in ``ares_calibration.json``.
 
 Why it is safe for ARES: every selector is a deterministic function of (included claims, hypothesis), so the
 backbone composed with it is again a fixed function ``E'(premises, hypothesis)`` and the estimator's guarantee holds
@@ -133,10 +135,14 @@ class RelevancePlan:
 
     uses_count = True
 
-    def __init__(self, claims: Sequence[str], hypothesis: str, top_k: int | None = None) -> None:
-        named = _has_name(hypothesis)
+    def __init__(self, claims: Sequence[str], hypothesis: str, top_k: int | None = None, words: bool = False) -> None:
         hyp = _tokens(hypothesis, False)
-        own = [_tokens(c, named and _has_name(c)) for c in claims]
+        if words:  # names switch words off only between texts that both have one; bare numbers are quantities
+            named = _has_name(hypothesis)
+            own = [_tokens(c, named and _has_name(c)) for c in claims]
+        else:  # any symbol in the hypothesis (numbers included) switches words off for every claim
+            symbols_only = any(_is_symbol(t) for t in _TOKEN.findall(hypothesis))
+            own = [_tokens(c, symbols_only) for c in claims]
         self.shared = [sorted(tokens & hyp) for tokens in own]  # summed in one fixed order
         # a claim that states nothing the hypothesis does not name: every shared token counts, and it ranks first
         self.stated = [bool(tokens) and tokens <= hyp for tokens in own]
@@ -168,11 +174,11 @@ class RelevancePlan:
 def relevance_scores(claims: Sequence[str], hypothesis: str) -> list[float]:
     """IDF-weighted overlap of each claim's distinctive tokens with the hypothesis (0 = shares nothing distinctive).
 
-    Tokens are symbols (a digit, two capitals or a single letter: ``D8``, ``AZ``, ``3x``, ``x``, ``42``) and words
-    (the rest, minus stop words), lower-cased. When the hypothesis and a claim both contain a name (a symbol with a
-    letter; bare numbers are quantities), only symbols count for that claim (so template words never make it
-    relevant); otherwise words and symbols do. A token is distinctive when it occurs in at most ``max(3, n / 4)`` of
-    the n claims; in a claim whose every token the hypothesis names, all its tokens count.
+    The ``relevant`` rule. Tokens are symbols (a digit, two capitals or a single letter: ``D8``, ``AZ``, ``3x``,
+    ``x``, ``42``) and words (the rest, minus stop words), lower-cased. When the hypothesis contains a symbol, only
+    symbols count (so template words never make a claim relevant); otherwise words do. A token is distinctive when it
+    occurs in at most ``max(3, n / 4)`` of the n claims; in a claim whose every token the hypothesis names, all its
+    tokens count.
 
     Args:
         claims: The candidate premises.
@@ -243,24 +249,26 @@ class RelevantPremises:
 
     Args:
         top_k: Keep at most this many (the highest-scoring; ties by position). ``None`` keeps every relevant claim.
+        words: The ``relevant-words`` rule (module docstring): bare numbers are quantities and a claim without names
+            is matched by its words. For recipe-like text; on math it widens what can be selected (about 2x the ARES
+            inputs on PRMBench), so ``relevant`` keeps the symbols-only rule heads were trained with.
     """
 
-    name = "relevant"
-
-    def __init__(self, top_k: int | None = None) -> None:
+    def __init__(self, top_k: int | None = None, words: bool = False) -> None:
         if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
             raise ValueError(f"RelevantPremises(top_k={top_k!r}) must be a positive integer or None (no cap).")
-        self.top_k = top_k
+        self.top_k, self.words = top_k, bool(words)
+        self.name = "relevant-words" if self.words else "relevant"
 
     def __call__(self, claims: Sequence[str], hypothesis: str) -> list[int]:
         return self.plan(claims, hypothesis).select(range(len(claims)), len(claims))
 
     def plan(self, claims: Sequence[str], hypothesis: str) -> RelevancePlan:
         """This selector on every subset of ``claims`` (see :class:`SelectionPlan`); ``__call__`` goes through it."""
-        return RelevancePlan(claims, hypothesis, self.top_k)
+        return RelevancePlan(claims, hypothesis, self.top_k, self.words)
 
     def __repr__(self) -> str:
-        return f"RelevantPremises(top_k={self.top_k})"
+        return f"RelevantPremises(top_k={self.top_k}, words={self.words})"
 
 
 class FitPremises:
@@ -294,7 +302,8 @@ class FitPremises:
 
 
 def get_selector(spec: str | PremiseSelector | None) -> PremiseSelector:
-    """Turn ``"all"``, ``"relevant"``, ``"relevant:K"`` (top-k), a selector or a callable into a selector.
+    """Turn ``"all"``, ``"relevant"``, ``"relevant:K"`` (top-k), ``"relevant-words"`` / ``"relevant-words:K"``, a
+    selector or a callable into a selector.
 
     ``"fit"`` needs a budget: pass ``FitPremises(max_tokens)`` (or, with a Hugging Face backbone, ``"all"``: its
     window policy already fills the window most relevant first).
@@ -302,17 +311,20 @@ def get_selector(spec: str | PremiseSelector | None) -> PremiseSelector:
     if spec is None or spec == "all":
         return AllPremises()
     if isinstance(spec, str):
-        if spec == "relevant":
-            return RelevantPremises()
-        if spec.startswith("relevant:") and spec[9:].isdigit() and int(spec[9:]) > 0:
-            return RelevantPremises(top_k=int(spec[9:]))
+        for prefix, words in (("relevant", False), ("relevant-words", True)):
+            if spec == prefix:
+                return RelevantPremises(words=words)
+            cap = spec[len(prefix) + 1 :]
+            if spec.startswith(prefix + ":") and cap.isdigit() and int(cap) > 0:
+                return RelevantPremises(top_k=int(cap), words=words)
         if spec == "fit":
             raise ValueError(
                 "premise_selection='fit' needs a token budget: pass FitPremises(max_tokens=...) (with a Hugging Face "
                 "backbone use 'all': its window policy fills the window most relevant first)."
             )
         raise ValueError(
-            f"premise_selection={spec!r} is unknown: use 'all', 'relevant', 'relevant:K' (top K), "
+            f"premise_selection={spec!r} is unknown: use 'all', 'relevant', 'relevant:K' (top K), 'relevant-words', "
+            "'relevant-words:K', "
             "FitPremises(max_tokens) or a callable (claims, hypothesis) -> indices."
         )
     if callable(spec):

@@ -11,7 +11,8 @@ Entail-Prev, and the certificate ARES printed (chains per mode, the largest hard
 sample mode). With ``--premise-selection`` the backbone is wrapped in that selection and the pairs are counted behind
 it, where the backbone itself receives them. Nothing is cached: the score cache is not used, and a model backbone's
 in-memory cache is emptied before every timed run (otherwise a repeat, or the second method, would read the first
-one's results); for model backbones the pairs the encoder actually ran (after premise selection merged identical sets) are reported as well.
+one's results); for model backbones the pairs the encoder actually ran (after premise selection merged identical
+sets) are reported as well.
 Numbers depend on the machine: report it with them.
 """
 

@@ -60,6 +60,9 @@ def test_forward_logits_equal_the_full_pass_at_every_real_token(prm_pair, case):
     assert (got - full)[real].abs().max().item() < TOL
     head = shared_prefix_length(rows)
     assert on.token_stats.shared_heads - before == (0 if case == "nothing" else 1)
+    passes = on.stats.forward_passes
+    on.score_encoded([{"input_ids": r, "tags": [len(r) - 1]} for r in rows])  # one batch; a shared head: 2 calls
+    assert on.stats.forward_passes - passes == (1 if case == "nothing" else 2)
     assert head == {"nothing": 0, "all-but-one": 49, "suffix-lengths": 40, "one-is-a-prefix": 44}[case]
 
 

@@ -32,7 +32,8 @@ class ScoringStats:
     """Counters of one backbone's work since creation (or its ``reset_stats()``).
 
     Attributes:
-        forward_passes: Model forward calls (one per batch), or requests sent to a server.
+        forward_passes: Model forward calls (one per batch, two for a batch whose shared head ran once), or requests
+            sent to a server.
         pairs_computed: (premises, hypothesis) items that went through the model.
         cache_hits: Items answered from the cache (or by a duplicate in the same call).
         pairs_windowed: Items whose premises did not fit the window, so the window policy dropped some.

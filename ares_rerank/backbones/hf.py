@@ -434,6 +434,7 @@ class HFBackbone:
                 )
                 self.prefix_cache = False
             else:
+                self.stats.forward_passes += 1  # the shared head's own call (score_encoded counts the batch's)
                 self.token_stats.tokens += real - (rows - 1) * head
                 self.token_stats.positions += head + rows * (width - head)
                 self.token_stats.reused += (rows - 1) * head

@@ -15,8 +15,9 @@ Every backbone here follows one path per ``entailment_probs`` call:
    long head (chat template, system prompt, the question, often earlier steps). Items are then batched in token-id
    order (neighbours share the longest heads; :mod:`~ares_rerank.backbones.prefix` cuts a batch where a new head
    starts), each batch's common head runs once with a KV cache (:class:`transformers.DynamicCache`), and only the
-   suffixes run, right-padded, on that cache repeated to the batch. The logits are laid out exactly as the full pass lays them
-   out, so every reader is unchanged; values agree with the full pass to float rounding (tested to 1e-4, float32).
+   suffixes run, right-padded, on that cache repeated to the batch. The logits are laid out exactly as the full pass
+   lays them out, so every reader is unchanged; values agree with the full pass to float rounding (tested to 1e-4,
+   float32).
    Bidirectional encoders (BERT, MiniLM: every token attends to every other, so a head's states depend on what
    follows) cannot reuse a prefix: for them it is off, and asking for it is an error.
 

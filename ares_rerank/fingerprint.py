@@ -9,9 +9,10 @@ datasets itself uses for tensors and tokenizers). The hash then sees the estimat
 the object: its class and settings, and for a backbone its type, simple settings, the model's config and its
 parameter names and shapes -- never the weights. A backbone loaded from a folder or hub id (its ``source``) is
 identified by that name, plus the size and modification time of each file of a local folder (a head retrained in
-place hashes differently); a model without a source adds the first values of every parameter tensor. Ordinary pickling (``num_proc`` workers, TRL) is
-unchanged: the objects stay picklable with their models. A model changed in memory after loading from a source keeps
-its hash: pass ``new_fingerprint=`` or ``load_from_cache_file=False`` to datasets then.
+place hashes differently); a model without a source adds the first values of every parameter tensor. Ordinary
+pickling (``num_proc`` workers, TRL) is unchanged: the objects stay picklable with their models. A model changed in
+memory after loading from a source keeps its hash: pass ``new_fingerprint=`` or ``load_from_cache_file=False`` to
+datasets then.
 """
 
 from __future__ import annotations

@@ -154,7 +154,7 @@ def exploding_backbone():
     return backbone
 
 
-def test_fingerprint_hashes_settings_not_weights_and_objects_stay_picklable(reranker, tiny_nli_path):
+def test_fingerprint_hashes_settings_not_weights_and_objects_stay_picklable(reranker, tiny_nli_path, monkeypatch):
     import pickle
 
     from datasets.fingerprint import Hasher
@@ -168,12 +168,10 @@ def test_fingerprint_hashes_settings_not_weights_and_objects_stay_picklable(rera
     assert Hasher.hash(heavy.add_scores) != Hasher.hash(heavy.keep_candidates)
     import ares_rerank.estimator
 
-    revision = ares_rerank.estimator.ESTIMATOR_REVISION
-    try:  # an estimator that scores differently never reuses a datasets cache of the old one
-        ares_rerank.estimator.ESTIMATOR_REVISION = revision + 1
-        assert Hasher.hash(heavy) != digest
-    finally:
-        ares_rerank.estimator.ESTIMATOR_REVISION = revision
+    # an estimator that scores differently never reuses a datasets cache of the old one
+    monkeypatch.setattr(ares_rerank.estimator, "ESTIMATOR_REVISION", ares_rerank.estimator.ESTIMATOR_REVISION + 1)
+    assert Hasher.hash(heavy) != digest
+    monkeypatch.undo()
     # A real (tiny) head: two loads hash alike, a changed temperature does not; picklable for num_proc.
     first = AresFilter(AresReranker(str(tiny_nli_path), prompt_split="lines"), threshold=0.5)
     second = AresFilter(AresReranker(str(tiny_nli_path), prompt_split="lines"), threshold=0.5)

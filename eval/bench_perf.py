@@ -136,7 +136,23 @@ def perf_markdown(result: dict[str, Any]) -> str:
 
 
 def machine_description() -> str:
-    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    """CPU, core count, Python and torch versions, and the CPU's native bf16 flags (what ``dtype="bfloat16"`` needs
+    to be fast on a CPU; read from /proc/cpuinfo where there is one)."""
+    import torch
+
+    cpu, flags = platform.processor() or platform.machine(), set()
+    info = Path("/proc/cpuinfo")
+    if info.is_file():
+        for line in info.read_text(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and cpu in ("", platform.machine()):
+                cpu = f"{value.strip()} ({platform.machine()})"
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    bf16 = sorted(flags & {"avx512_bf16", "amx_bf16"})
+    native = f", native bf16: {'/'.join(bf16) if bf16 else 'no'}" if flags else ""
+    return (f"{cpu}, {os.cpu_count()} CPUs{native}, Python {platform.python_version()}, "
+            f"torch {torch.__version__}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -157,10 +173,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = options.config_from_args(args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     result = benchmark(task.chains, backbone, methods, config, args.repeats, args.premise_selection)
-    result.update({"task": task.name, "backbone": args.backbone, "machine": machine_description(), "prior": args.prior,
-                   "premise_selection": args.premise_selection})
+    load_options = options.backbone_options(args)
+    result.update({"task": task.name, "backbone": args.backbone, "backbone_options": load_options,
+                   "machine": machine_description(), "prior": args.prior, "premise_selection": args.premise_selection})
+    loaded = f" {json.dumps(load_options)}" if load_options else ""
     print(f"{task.name}, N = {result['num_chains']} chains ({result['num_steps']} steps), backbone "
-          f"{args.backbone}, ARES p = {args.prior}, eps = delta = {args.eps}/{args.delta}; {result['machine']}\n")
+          f"{args.backbone}{loaded}, ARES p = {args.prior}, eps = delta = {args.eps}/{args.delta}; {result['machine']}\n")
     print(perf_markdown(result))
     if args.json:
         write_atomic(args.json, json.dumps(result, indent=1))

@@ -255,8 +255,9 @@ def real_backbone_section(runs: Sequence[tuple[Path, dict[str, Any]]]) -> str:
                          + cost_markdown(data["rows"])
                          + f"\n\n![cost against length]({_rel(figure)})")
         elif "methods" in data and "num_steps" in data:  # eval.bench_perf --json
+            loaded = f" with `{json.dumps(data['backbone_options'])}`" if data.get("backbone_options") else ""
             head = (f"Performance, {data.get('task', '?')}, {data.get('num_chains', '?')} chains, backbone "
-                    f"`{data.get('backbone', '?')}`, ARES p = {data.get('prior', '?')}")
+                    f"`{data.get('backbone', '?')}`{loaded}, ARES p = {data.get('prior', '?')}")
             parts.append(f"{head} (`{rel}`; {data.get('machine', 'machine not recorded')}):\n\n" + perf_markdown(data))
         else:
             raise ValueError(f"{path} is neither an ares_rerank.evaluation.runner result nor an eval.bench_perf --json file.")

@@ -213,6 +213,9 @@ def test_results_doc_renders_committed_real_backbone_runs(tmp_path):
     text = real_backbone_section(real_runs(tmp_path))
     assert "ClaimTrees-5" in text and "ARES" in text and "Entail-Prev" in text
     assert "Performance, ClaimTrees-5, 5 chains" in text and "test box" in text and "wall s" in text
+    perf.update({"task": "ClaimTrees-6", "backbone_options": {"dtype": "bfloat16"}})
+    (tmp_path / "perf_ct5.json").write_text(json.dumps(perf))
+    assert 'backbone `claimtrees-oracle` with `{"dtype": "bfloat16"}`' in real_backbone_section(real_runs(tmp_path))
     (tmp_path / "other.json").write_text("{}")
     with pytest.raises(ValueError, match="neither"):
         real_backbone_section(real_runs(tmp_path))
@@ -259,3 +262,4 @@ def test_bench_perf_honours_sample(tmp_path, capsys):
                  "claimtrees-oracle", "--repeats", "1", "--no-progress", "--json", str(out)]) == 0
     result = json.loads(out.read_text())
     assert result["num_chains"] == 3 and "sample 3/12" in result["task"]  # not all 12 chains
+    assert result["backbone_options"] == {} and "torch " in result["machine"]  # what the numbers were measured with

@@ -181,7 +181,7 @@ def select_dtype(dtype: Any, device: Any) -> Any:
     """``"auto"`` -> bfloat16 on a CUDA device that supports it, else float32.
 
     On a CPU, ``"auto"`` stays float32: bfloat16 is fast only where the CPU computes it natively (``avx512_bf16`` or
-    ``amx_bf16`` in /proc/cpuinfo; 1.77x the steps per second for the default head on such a CPU, docs/SCALING.md) and
+    ``amx_bf16`` in /proc/cpuinfo; about 1.7x the steps per second for the default head there, docs/SCALING.md) and
     slower where it is emulated. Pass ``dtype="bfloat16"`` to take it.
     """
     import torch

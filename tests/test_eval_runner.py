@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
@@ -235,6 +236,28 @@ def test_backbone_options_reach_load_backbone_and_the_cache_key(tmp_path, tiny_n
     assert cli_main(["eval", "--task", "claimtrees", "--n", "2", "--backbone-options", "[1]", "--no-progress",
                      "--out", str(tmp_path)]) == 2
     assert "--backbone-options='[1]' must be a JSON object" in capsys.readouterr().err
+
+
+def test_dtype_flag_loads_the_model_in_that_dtype_and_keys_the_cache(tmp_path, tiny_nli_path, capsys):
+    import torch
+
+    from ares_rerank.commands import options
+
+    argv = ["eval", "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "entail-prev", "--backbone",
+            str(tiny_nli_path), "--kind", "nli", "--dtype", "bfloat16", "--out", str(tmp_path), "--name", "bf",
+            "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
+    assert cli_main(argv) == 0
+    assert json.loads((tmp_path / "bf.json").read_text())["backbone_options"] == {"dtype": "bfloat16"}
+    parser = argparse.ArgumentParser()
+    options.add_backbone_arguments(parser)
+    args = parser.parse_args(["--backbone", str(tiny_nli_path), "--kind", "nli", "--dtype", "bfloat16"])
+    assert next(options.backbone_from_args(args).model.parameters()).dtype == torch.bfloat16
+    both = parser.parse_args(["--dtype", "bfloat16", "--backbone-options", '{"dtype": "float32"}'])
+    with pytest.raises(ValueError, match="--dtype=bfloat16 and --backbone-options dtype='float32' disagree"):
+        options.backbone_options(both)
+    same = parser.parse_args(["--dtype", "float32", "--backbone-options", '{"dtype": "float32", "batch_size": 4}'])
+    assert options.backbone_options(same) == {"dtype": "float32", "batch_size": 4}
+    assert options.backbone_options(parser.parse_args([])) == {}  # no --dtype: nothing passed (oracles take none)
 
 
 def test_paper_table_takes_real_backbone_cells_from_committed_runs(tmp_path):

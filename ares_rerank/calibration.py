@@ -1,17 +1,24 @@
-"""Calibration of an entailment head: temperature scaling (Guo et al., 2017), ECE and reliability diagrams.
+"""Calibration of an entailment head: temperature scaling (Guo et al., 2017), Platt scaling, ECE and reliability
+diagrams.
 
 ARES multiplies backbone probabilities along a chain, so an over-confident head keeps unsound steps in the premise
-set and an under-confident one splits exact ARES into many masks. Temperature scaling divides the logits by one
-scalar ``T`` fitted on held-out pairs by minimizing the negative log-likelihood; it never changes which class wins,
-only how sure the head is.
+set and an under-confident one splits exact ARES into many masks. Both calibrations are fitted on held-out pairs by
+minimizing the negative log-likelihood:
+
+- ``"temperature"`` divides the logits by one scalar ``T``; it never changes which class wins, only how sure the
+  head is;
+- ``"platt"`` (Platt, 1999) also adds a ``bias`` to the entailment class's scaled logit, ``softmax(z / T + bias *
+  e_entail)`` (for a 2-way head: ``sigmoid((z_1 - z_0) / T + bias)``). The bias moves the decision threshold: it
+  corrects a head whose held-out pairs are entailed less (or more) often than its scores say, e.g. a head that
+  accepts too many pairs with a needed premise missing. It can change which class wins.
 
 Everything here works on plain arrays: ``logits`` of shape ``(n, num_labels)`` (or ``(n,)`` binary logits, the
 log-odds of the positive class) and integer ``labels`` of shape ``(n,)``. ECE is measured on the probability that
 ARES consumes, P(entailment): pairs are binned by that probability and each bin's mean probability is compared
 with its share of entailed pairs.
 
-The fitted temperature is saved in ``ares_calibration.json`` beside the head (:func:`write_calibration`); reading it
-back is :func:`~ares_rerank.backbones.hub.read_calibration` (re-exported here), which the backbones use when loading.
+The fitted temperature (and bias) are saved in ``ares_calibration.json`` beside the head (:func:`write_calibration`);
+reading them back is :func:`~ares_rerank.backbones.hub.read_calibration` (re-exported here), which the backbones use when loading.
 """
 
 from __future__ import annotations
@@ -34,8 +41,11 @@ __all__ = [
     "CALIBRATION_FILE",
     "CalibrationReport",
     "calibrate",
+    "check_method",
     "entailment_probs_from_logits",
+    "CALIBRATION_METHODS",
     "expected_calibration_error",
+    "fit_platt",
     "fit_temperature",
     "negative_log_likelihood",
     "read_calibration",
@@ -47,6 +57,10 @@ __all__ = [
 # Temperatures are searched in [T_MIN, T_MAX]: on a split the head gets entirely right the NLL keeps falling as
 # T -> 0, and an unbounded fit would return a numerically meaningless temperature.
 T_MIN, T_MAX = 0.05, 20.0
+# A Platt bias beyond this is a split that one class fills (the NLL keeps falling as the bias grows): clipped.
+BIAS_MAX = 20.0
+#: What ``calibrate(method=...)``, ``ares-rerank calibrate --method`` and training's ``calibration_method`` accept.
+CALIBRATION_METHODS = ("temperature", "platt")
 
 
 def _as_logits(logits: Any, name: str = "logits") -> np.ndarray:
@@ -83,13 +97,28 @@ def _log_softmax(z: np.ndarray) -> np.ndarray:
     return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
 
 
-def negative_log_likelihood(logits: Any, labels: Any, temperature: float = 1.0) -> float:
-    """Mean NLL of ``labels`` under ``softmax(logits / temperature)``."""
+def _check_scale(temperature: float, bias: float) -> None:
+    if not (isinstance(temperature, (int, float)) and temperature > 0 and math.isfinite(temperature)):
+        raise ValueError(f"temperature={temperature!r} must be a finite number > 0.")
+    if not (isinstance(bias, (int, float)) and math.isfinite(bias)):
+        raise ValueError(f"bias={bias!r} must be a finite number (0.0 = none).")
+
+
+def _scaled(z: np.ndarray, temperature: float, bias: float, positive_index: int) -> np.ndarray:
+    out = z / temperature
+    if bias:
+        out = out.copy()
+        out[:, positive_index] += bias
+    return out
+
+
+def negative_log_likelihood(logits: Any, labels: Any, temperature: float = 1.0, bias: float = 0.0,
+                            positive_index: int = 1) -> float:
+    """Mean NLL of ``labels`` under ``softmax(logits / temperature + bias * e_positive)``."""
     z = _as_logits(logits)
     y = _as_labels(labels, z.shape[0], z.shape[1])
-    if not temperature > 0:
-        raise ValueError(f"temperature={temperature!r} must be > 0.")
-    return float(-_log_softmax(z / temperature)[np.arange(z.shape[0]), y].mean())
+    _check_scale(temperature, bias)
+    return float(-_log_softmax(_scaled(z, temperature, bias, positive_index))[np.arange(z.shape[0]), y].mean())
 
 
 def fit_temperature(logits: Any, labels: Any, t_min: float = T_MIN, t_max: float = T_MAX) -> float:
@@ -132,14 +161,77 @@ def fit_temperature(logits: Any, labels: Any, t_min: float = T_MIN, t_max: float
     return float(math.exp((lo + hi) / 2.0))
 
 
-def entailment_probs_from_logits(logits: Any, positive_index: int = 1, temperature: float = 1.0) -> np.ndarray:
-    """P(entailment) per pair: ``softmax(logits / T)[:, positive_index]``, shape ``(n,)``."""
+def fit_platt(logits: Any, labels: Any, positive_index: int = 1, t_min: float = T_MIN,
+              t_max: float = T_MAX) -> tuple[float, float]:
+    """The temperature and entailment bias that minimize the NLL of held-out ``labels`` under
+    ``softmax(logits / T + bias * e_positive)`` (Platt scaling; for a 2-way head, logistic regression on the
+    log-odds).
+
+    The NLL is convex in ``(1 / T, bias)`` (a log-sum-exp of functions linear in them minus a linear one), so
+    Newton's method with a backtracking line search finds the minimum deterministically, starting from the
+    uncalibrated ``(1, 0)``.
+
+    Args:
+        logits: ``(n, num_labels)`` logits or ``(n,)`` binary log-odds of held-out pairs.
+        labels: ``(n,)`` class indices.
+        positive_index: The entailment class, which the bias is added to.
+        t_min, t_max: The temperature is clipped to this interval, the bias to ``[-BIAS_MAX, BIAS_MAX]``
+            (a split that one class fills has no finite optimum).
+
+    Returns:
+        ``(temperature, bias)``.
+    """
+    z = _as_logits(logits)
+    y = _as_labels(labels, z.shape[0], z.shape[1])
+    if not 0 <= positive_index < z.shape[1]:
+        raise ValueError(f"positive_index={positive_index!r} is not a class of {z.shape[1]}-way logits.")
+    if not 0 < t_min < t_max:
+        raise ValueError(f"fit_platt needs 0 < t_min < t_max, got t_min={t_min!r}, t_max={t_max!r}.")
+    rows = np.arange(z.shape[0])
+    is_pos = (y == positive_index).astype(np.float64)
+    z_true = z[rows, y]
+
+    def nll(a: float, b: float) -> float:
+        return float(-_log_softmax(_scaled(z, 1.0 / a, b, positive_index))[rows, y].mean())
+
+    lo, hi = 1.0 / t_max, 1.0 / t_min
+    a, b = 1.0, 0.0
+    current = nll(a, b)
+    for _ in range(100):
+        p = np.exp(_log_softmax(_scaled(z, 1.0 / a, b, positive_index)))
+        mean_z = (p * z).sum(axis=1)
+        p_pos = p[:, positive_index]
+        grad = np.array([(mean_z - z_true).mean(), (p_pos - is_pos).mean()])
+        h_aa = ((p * z * z).sum(axis=1) - mean_z ** 2).mean()
+        h_bb = (p_pos * (1.0 - p_pos)).mean()
+        h_ab = (p_pos * (z[:, positive_index] - mean_z)).mean()
+        hessian = np.array([[h_aa, h_ab], [h_ab, h_bb]]) + 1e-9 * np.eye(2)
+        step = np.linalg.solve(hessian, grad)
+        scale = 1.0
+        while scale > 1e-6:
+            a_new = float(np.clip(a - scale * step[0], lo, hi))
+            b_new = float(np.clip(b - scale * step[1], -BIAS_MAX, BIAS_MAX))
+            trial = nll(a_new, b_new)
+            if trial <= current:
+                break
+            scale /= 2.0
+        else:
+            break
+        moved = abs(a_new - a) + abs(b_new - b)
+        a, b, current = a_new, b_new, trial
+        if moved < 1e-10:
+            break
+    return float(1.0 / a), float(b)
+
+
+def entailment_probs_from_logits(logits: Any, positive_index: int = 1, temperature: float = 1.0,
+                                 bias: float = 0.0) -> np.ndarray:
+    """P(entailment) per pair: ``softmax(logits / T + bias * e_positive)[:, positive_index]``, shape ``(n,)``."""
     z = _as_logits(logits)
     if not 0 <= positive_index < z.shape[1]:
         raise ValueError(f"positive_index={positive_index!r} is not a class of {z.shape[1]}-way logits.")
-    if not temperature > 0:
-        raise ValueError(f"temperature={temperature!r} must be > 0.")
-    return np.exp(_log_softmax(z / temperature)[:, positive_index])
+    _check_scale(temperature, bias)
+    return np.exp(_log_softmax(_scaled(z, temperature, bias, positive_index))[:, positive_index])
 
 
 def reliability_bins(probs: Any, labels: Any, n_bins: int = 15) -> dict[str, np.ndarray]:
@@ -181,7 +273,9 @@ def expected_calibration_error(probs: Any, labels: Any, n_bins: int = 15) -> flo
 
 @dataclass
 class CalibrationReport:
-    """A fitted temperature and what it did on the held-out pairs it was measured on."""
+    """A fitted calibration (temperature, and with ``method="platt"`` a bias) and what it did on the held-out pairs
+    it was measured on. ``accuracy`` is the uncalibrated argmax's; ``accuracy_after`` counts a pair right when
+    P(entailment) after calibration is above 0.5 exactly when it is entailed (a bias can move that decision)."""
 
     temperature: float
     ece_before: float
@@ -191,9 +285,22 @@ class CalibrationReport:
     accuracy: float
     num_pairs: int
     n_bins: int = 15
+    bias: float = 0.0
+    method: str = "temperature"
+    accuracy_after: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def check_method(method: Any, name: str = "method") -> str:
+    """``method`` if it is one of :data:`CALIBRATION_METHODS`, else a ValueError that names ``name`` and the choices."""
+    if method not in CALIBRATION_METHODS:
+        raise ValueError(
+            f"{name}={method!r} is not a calibration method: use 'temperature' (one scale, never changes the decision) "
+            "or 'platt' (scale and entailment bias, for held-out pairs entailed less or more often than the head says)."
+        )
+    return method
 
 
 def calibrate(
@@ -202,35 +309,50 @@ def calibrate(
     positive_index: int = 1,
     n_bins: int = 15,
     temperature: float | None = None,
+    method: str = "temperature",
+    bias: float | None = None,
 ) -> CalibrationReport:
-    """Fit a temperature on held-out pairs (unless one is given) and report ECE / NLL before and after.
+    """Fit a calibration on held-out pairs (unless one is given) and report ECE / NLL before and after.
 
     Args:
         logits: ``(n, num_labels)`` logits or ``(n,)`` binary log-odds.
         labels: ``(n,)`` class indices; the entailed class is ``positive_index``.
         positive_index: Index of the entailment class in the logits.
         n_bins: Bins of the ECE.
-        temperature: Evaluate this temperature instead of fitting one (e.g. to measure a fitted head on a
+        temperature: Evaluate this temperature (and ``bias``) instead of fitting (e.g. to measure a fitted head on a
             different split).
+        method: ``"temperature"`` (:func:`fit_temperature`) or ``"platt"`` (:func:`fit_platt`), when fitting.
+        bias: With ``temperature``: the entailment bias to evaluate (default 0.0).
 
     Returns:
         A :class:`CalibrationReport`.
     """
     z = _as_logits(logits)
     y = _as_labels(labels, z.shape[0], z.shape[1])
-    t = fit_temperature(z, y) if temperature is None else float(temperature)
+    check_method(method)
+    if temperature is not None:
+        t, b = float(temperature), float(bias or 0.0)
+    elif bias is not None:
+        raise ValueError("calibrate(bias=...) evaluates a given calibration: pass temperature= with it.")
+    elif method == "platt":
+        t, b = fit_platt(z, y, positive_index)
+    else:
+        t, b = fit_temperature(z, y), 0.0
     entailed = (y == positive_index).astype(np.int64)
     before = entailment_probs_from_logits(z, positive_index)
-    after = entailment_probs_from_logits(z, positive_index, t)
+    after = entailment_probs_from_logits(z, positive_index, t, b)
     return CalibrationReport(
         temperature=t,
         ece_before=expected_calibration_error(before, entailed, n_bins),
         ece_after=expected_calibration_error(after, entailed, n_bins),
-        nll_before=negative_log_likelihood(z, y),
-        nll_after=negative_log_likelihood(z, y, t),
+        nll_before=negative_log_likelihood(z, y, positive_index=positive_index),
+        nll_after=negative_log_likelihood(z, y, t, b, positive_index),
         accuracy=float((z.argmax(axis=1) == y).mean()),
         num_pairs=int(z.shape[0]),
         n_bins=n_bins,
+        bias=b,
+        method=method if temperature is None else ("platt" if b else "temperature"),
+        accuracy_after=float(((after > 0.5) == (entailed == 1)).mean()),
     )
 
 
@@ -245,10 +367,10 @@ def reliability_diagram(
     """Save a reliability diagram (PNG): share of entailed pairs against mean P(entailment) per bin.
 
     Args:
-        probs_before: ``(n,)`` P(entailment) before temperature scaling.
+        probs_before: ``(n,)`` P(entailment) before calibration.
         labels: ``(n,)`` 0/1, 1 = entailed.
         path: Where to write the PNG (parent folders are created).
-        probs_after: Optional ``(n,)`` probabilities after scaling, drawn beside the first.
+        probs_after: Optional ``(n,)`` probabilities after calibration, drawn beside the first.
         n_bins: Equal-width bins.
         title: Figure title.
 
@@ -291,7 +413,9 @@ def write_calibration(directory: str | Path, values: dict[str, Any]) -> Path:
 
     Args:
         directory: The model / adapter folder the calibration belongs to.
-        values: At least ``"temperature"`` (> 0); anything else JSON-serializable (ECE, base model, selection...).
+        values: At least ``"temperature"`` (> 0); ``"bias"`` (the entailment bias, default 0.0) and anything else
+            JSON-serializable (ECE, base model, selection...). Write ``"bias": 0.0`` with a fresh temperature fit,
+            or the bias of an earlier Platt fit is kept.
 
     Returns:
         The path of the JSON file.

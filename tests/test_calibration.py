@@ -1,4 +1,4 @@
-"""Temperature scaling, ECE and the reliability diagram (ares_rerank.calibration)."""
+"""Temperature and Platt scaling, ECE and the reliability diagram (ares_rerank.calibration)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from ares_rerank.calibration import (
     calibrate,
     entailment_probs_from_logits,
     expected_calibration_error,
+    fit_platt,
     fit_temperature,
     negative_log_likelihood,
     read_calibration,
@@ -53,6 +54,54 @@ def test_calibrate_lowers_ece_and_nll_and_keeps_accuracy():
     assert report.num_pairs == len(labels)
     fixed = calibrate(logits, labels, temperature=1.0)
     assert fixed.temperature == 1.0 and fixed.ece_after == pytest.approx(fixed.ece_before)
+
+
+def _shifted(n: int = 6000, scale: float = 2.0, shift: float = 1.5, seed: int = 3):
+    """Labels drawn from sigmoid(z - shift); the head reports scale * z: over-confident and biased to 'entailed'."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(0.0, 2.5, size=n)
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-(z - shift)))).astype(int)
+    return np.stack([np.zeros(n), scale * z], axis=1), y
+
+
+def test_fit_platt_recovers_scale_and_bias_and_beats_temperature():
+    logits, labels = _shifted()
+    t, b = fit_platt(logits, labels)
+    assert t == pytest.approx(2.0, rel=0.1) and b == pytest.approx(-1.5, abs=0.2)
+    nll = negative_log_likelihood(logits, labels, t, b)
+    for dt, db in ((1.1, 0), (0.9, 0), (1, 0.2), (1, -0.2)):  # a minimum: every neighbour is worse
+        assert nll < negative_log_likelihood(logits, labels, t * dt, b + db)
+    platt = calibrate(logits, labels, method="platt")
+    temperature = calibrate(logits, labels)
+    assert (platt.temperature, platt.bias, platt.method) == pytest.approx((t, b, "platt"))
+    assert temperature.bias == 0.0 and temperature.method == "temperature"
+    assert platt.ece_after < temperature.ece_after / 2 and platt.nll_after < temperature.nll_after
+    # the bias moved decisions, and accuracy_after counts them; the temperature never does
+    assert temperature.accuracy_after == pytest.approx(temperature.accuracy)
+    assert platt.accuracy_after != pytest.approx(platt.accuracy)
+
+
+def test_platt_binary_logodds_equal_two_column_logits_and_three_way_uses_the_positive_index():
+    logits, labels = _shifted(n=1500)
+    assert fit_platt(logits[:, 1], labels) == pytest.approx(fit_platt(logits, labels), rel=1e-6)
+    # class 0 entailed in a 3-way head: the bias goes to column 0
+    three = np.stack([logits[:, 1], np.zeros(len(labels)), np.full(len(labels), -30.0)], axis=1)
+    t, b = fit_platt(three, 1 - labels, positive_index=0)
+    assert (t, b) == pytest.approx(fit_platt(logits, labels), rel=1e-3, abs=1e-3)
+    probs = entailment_probs_from_logits(three, 0, t, b)
+    np.testing.assert_allclose(probs, 1 / (1 + np.exp(-(logits[:, 1] / t + b))), atol=1e-5)
+
+
+def test_platt_on_separable_pairs_stays_finite_and_evaluating_needs_a_temperature():
+    logits = np.array([[0.0, 3.0], [0.0, 2.0], [0.0, -2.0], [0.0, -3.0]])
+    t, b = fit_platt(logits, [1, 1, 0, 0])
+    assert np.isfinite(t) and np.isfinite(b) and t >= 0.05
+    with pytest.raises(ValueError, match="method='isotonic'"):
+        calibrate(logits, [1, 1, 0, 0], method="isotonic")
+    with pytest.raises(ValueError, match="pass temperature="):
+        calibrate(logits, [1, 1, 0, 0], bias=0.5)
+    with pytest.raises(ValueError, match="bias="):
+        entailment_probs_from_logits(logits, 1, 1.0, float("nan"))
 
 
 def test_three_way_logits_use_the_positive_index():
@@ -139,3 +188,34 @@ def test_calibrate_command_fits_writes_and_the_loader_applies_the_temperature(tm
     np.testing.assert_allclose(head.entailment_probs(premises, hypotheses),
                                entailment_probs_from_logits(logits, 1, saved["temperature"]), atol=1e-6)
     assert (tmp_path / "rel.png").is_file()
+    assert saved["bias"] == 0.0
+
+    # --method platt writes a bias too; the loader applies both; a later temperature fit resets the bias
+    assert main(["calibrate", str(folder), "--pairs", str(pairs), "--method", "platt"]) == 0
+    saved = read_calibration(folder)
+    t, b = fit_platt(logits, [r["label"] for r in rows])
+    assert (saved["temperature"], saved["bias"]) == pytest.approx((t, b), rel=1e-6, abs=1e-9) and b != 0.0
+    head = load_backbone(folder, kind="nli", device="cpu")
+    assert (head.temperature, head.bias) == pytest.approx((t, b))
+    np.testing.assert_allclose(head.entailment_probs(premises, hypotheses),
+                               entailment_probs_from_logits(logits, 1, t, b), atol=1e-6)
+    assert load_backbone(folder, kind="nli", device="cpu", temperature=1.0).bias == 0.0  # an explicit temperature
+    assert main(["calibrate", str(folder), "--pairs", str(pairs)]) == 0
+    assert read_calibration(folder)["bias"] == 0.0
+
+
+def test_calibrate_config_rebuilds_the_training_split_with_its_minimal_pairs(tmp_path):
+    """``--config`` measures a head on the pairs training held out: the config's selection and pair kinds."""
+    from ares_rerank.commands.calibrate import config_pairs
+    from ares_rerank.training import parse_args, split_rows
+
+    config = tmp_path / "mix.yaml"
+    config.write_text("num_chains: 24\nval_fraction: 0.25\ntest_fraction: 0.25\nminimal_pairs: true\n"
+                      "premise_selection: relevant:6\ntemplates: [paper]\ncomposed_share: 0.0\n"
+                      "distractor_share: 0.0\nrecipe_share: 0.0\noutput_dir: " + str(tmp_path / "run") + "\n")
+    rows = config_pairs(str(config), "test")
+    mix, _ = parse_args([str(config)])
+    part, expected = split_rows(mix)["test"]
+    assert rows == expected and {c.id for c in part} == {r["chain_id"] for r in rows}
+    assert {"sound_prefix", "minimal"} <= {r["kind"] for r in rows}
+    assert all(r["label"] == 0 for r in rows if r["kind"] == "minimal")

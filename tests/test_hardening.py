@@ -229,6 +229,8 @@ def test_backbone_outputs_arrays_and_bools_still_work():
         ('{"temperature": -1}', "temperature=-1"),
         ('{"temperature": "1.3"}', "temperature='1.3'"),
         ('{"temperature": true}', "temperature=True"),
+        ('{"temperature": 1.3, "bias": NaN}', "bias=nan"),
+        ('{"temperature": 1.3, "bias": "0.5"}', "bias='0.5'"),
         ('{"temperature": 1.3, "max_length": "512"}', "max_length='512'"),
         ('{"temperature": 1.3, "max_length": 4}', "max_length=4"),
         ('{"temperature": 1.3, "premise_selection": 6}', "premise_selection=6"),
@@ -253,6 +255,8 @@ def test_nli_head_refuses_infinite_temperature_and_calibration_with_it(tiny_nli_
     head = EntailmentHead.from_pretrained(tiny_nli_path, device="cpu")
     with pytest.raises(ValueError, match="temperature=inf must be a finite positive number"):
         EntailmentHead(head.model, head.tokenizer, temperature=float("inf"))
+    with pytest.raises(ValueError, match="bias=inf must be a finite number"):
+        EntailmentHead(head.model, head.tokenizer, bias=float("inf"))
 
 
 def test_max_length_beyond_the_position_table_is_an_error_at_construction(tiny_nli_path, tmp_path):

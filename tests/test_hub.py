@@ -178,7 +178,7 @@ def test_model_card_has_hub_metadata_settings_metrics_and_loading(tiny_nli_path,
     assert "base_model" not in meta  # a local base: no Hub id to name
     for text in ("| temperature | 1.7 |", "`relevant:4`", "64 tokens", "| test | 320 | 0.875 | 0.081 | 0.042 |",
                  "Intended use", "ClaimTrees", 'load_backbone("path/or/hub-id")', "CrossEncoder",
-                 "softmax(logits / 1.7)"):
+                 "the softmax of `logits / 1.7`, not"):
         assert text in card.text, text
     adapter = save_adapter(tmp_path / "adapter", "org/tiny-base", tiny_nli_path)
     meta = ModelCard((adapter / "README.md").read_text()).data.to_dict()
@@ -195,6 +195,12 @@ def test_resaving_a_loaded_head_keeps_its_calibration_provenance(tiny_nli_path, 
     assert again["temperature"] == 1.9 and again["premise_selection"] == "relevant:4" and again["max_length"] == 64
     assert {key: again[key] for key in RECORD} == RECORD
     assert "| test | 320 | 0.875" in (tmp_path / "again" / "README.md").read_text()
+    assert "| bias |" not in (tmp_path / "again" / "README.md").read_text()  # no Platt bias: no row
+    head.bias = -0.8
+    head.save_pretrained(tmp_path / "platt")
+    card = (tmp_path / "platt" / "README.md").read_text()
+    assert "| bias | -0.8 |" in card and "`logits / 1.9` with -0.8 added to the entailment logit" in card
+    assert load_backbone(tmp_path / "platt", device="cpu").bias == -0.8
 
 
 def test_push_to_hub_uploads_weights_calibration_and_card_with_transformers_defaults(tiny_nli_path, tmp_path,

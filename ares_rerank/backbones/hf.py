@@ -590,12 +590,15 @@ def clean_claim(text: str, forbidden: Sequence[str]) -> str:
     return text
 
 
-def softmax_pick(logits: Any, index: int, temperature: float = 1.0) -> list[float]:
-    """Probability of class ``index`` per row of ``logits`` (rows, classes); a single logit is a sigmoid."""
+def softmax_pick(logits: Any, index: int, temperature: float = 1.0, bias: float = 0.0) -> list[float]:
+    """Probability of class ``index`` per row of ``logits`` (rows, classes) after ``logits / temperature`` and
+    ``bias`` added to class ``index``; a single logit is a sigmoid."""
     import torch
 
     logits = logits.float() / temperature
     if logits.shape[-1] == 1:
-        return torch.sigmoid(logits[:, 0]).tolist()
+        return torch.sigmoid(logits[:, 0] + bias).tolist()
+    if bias:
+        logits[:, index] += bias
     return torch.softmax(logits, dim=-1)[:, index].tolist()
 

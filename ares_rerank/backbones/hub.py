@@ -221,7 +221,8 @@ def check_calibration(data: Any, path: str | Path) -> dict[str, Any]:
     """``data`` if it is a calibration record the backbones can use, else a ValueError naming ``path`` and the key.
 
     ``temperature`` (default 1.0) must be a finite number > 0 (JSON allows ``Infinity`` and ``NaN``: an infinite
-    temperature makes every probability 0.5); ``max_length`` an integer >= 8 or null; ``entailment_label`` a label
+    temperature makes every probability 0.5); ``bias`` (the entailment bias of a Platt fit, default 0.0) a finite
+    number; ``max_length`` an integer >= 8 or null; ``entailment_label`` a label
     name or class index or null; ``premise_selection`` a string or null. Other keys (metrics, training records) are
     kept as they are.
     """
@@ -234,6 +235,12 @@ def check_calibration(data: Any, path: str | Path) -> dict[str, Any]:
         raise ValueError(
             f"{path}: temperature={temperature!r} must be a finite number > 0 (1.0 = uncalibrated): fix the key "
             "(or delete it) or calibrate again."
+        )
+    bias = data.get("bias", 0.0)
+    if not _is_real(bias) or not math.isfinite(bias):
+        raise ValueError(
+            f"{path}: bias={bias!r} must be a finite number (0.0 = none; added to the entailment logit after the "
+            "temperature): fix the key (or delete it) or calibrate again."
         )
     max_length = data.get("max_length")
     if max_length is not None and (not _is_real(max_length) or not isinstance(max_length, int) or max_length < 8):

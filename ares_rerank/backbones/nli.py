@@ -83,6 +83,7 @@ class EntailmentHead(HFBackbone):
         tokenizer: Its tokenizer (sentence-pair encoding).
         entailment_label: Which class is "entailed" (name or index); ``None``: found from ``config.id2label``.
         temperature: Logits are divided by it before the softmax (from calibration; 1.0 = raw).
+        bias: Added to the entailment class's scaled logit (a Platt calibration; 0.0 = none).
         calibration: The ``ares_calibration.json`` record the head comes with (metrics, training provenance): kept,
             under the head's current temperature, label, window and selection, by :meth:`save_pretrained`.
         **kwargs: Passed to :class:`~ares_rerank.backbones.hf.HFBackbone` (``batch_size``, ``max_length``,
@@ -101,6 +102,7 @@ class EntailmentHead(HFBackbone):
         entailment_label: str | int | None = None,
         temperature: float = 1.0,
         calibration: dict[str, Any] | None = None,
+        bias: float = 0.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(model, tokenizer, **kwargs)
@@ -120,6 +122,9 @@ class EntailmentHead(HFBackbone):
                 "makes every probability 0.5)."
             )
         self.temperature = float(temperature)
+        if not isinstance(bias, (int, float)) or isinstance(bias, bool) or not math.isfinite(bias):
+            raise ValueError(f"bias={bias!r} must be a finite number (0.0 = none; a Platt calibration's entailment bias).")
+        self.bias = float(bias)
         # the sentence-pair encoding's keys this tokenizer produces (BERT: token_type_ids too; RoBERTa: none)
         self.input_keys = [k for k in ("input_ids", "token_type_ids") if k in tokenizer.model_input_names]
 
@@ -132,6 +137,7 @@ class EntailmentHead(HFBackbone):
         adapter: str | Path | None = None,
         base_model: str | Path | None = None,
         temperature: float | None = None,
+        bias: float | None = None,
         device: Any = "auto",
         dtype: Any = "auto",
         trust_remote_code: bool = False,
@@ -151,7 +157,8 @@ class EntailmentHead(HFBackbone):
 
         ``name_or_path`` is a local folder or hub id, or a peft adapter folder (base from ``base_model`` or the
         adapter's config). The temperature is ``temperature`` if given, else ``ares_calibration.json`` beside the
-        adapter or the weights (``{"temperature": T, "entailment_label": ...}``), else 1.0. ``premise_selection`` and
+        adapter or the weights (``{"temperature": T, "entailment_label": ...}``), else 1.0; the entailment ``bias``
+        likewise (0.0 unless a Platt calibration recorded one; giving ``temperature`` alone resets it to 0.0). ``premise_selection`` and
         ``max_length`` left at ``None`` come from the same file when it names them (a head trained on selected
         premises must see selected premises), else ``"all"`` and the model's window. A bare encoder (e.g.
         all-MiniLM-L6-v2) gets a new, randomly initialised 2-way head: fine-tune it before trusting its scores.
@@ -172,6 +179,7 @@ class EntailmentHead(HFBackbone):
             tokenizer,
             entailment_label=entailment_label if entailment_label is not None else calibration.get("entailment_label"),
             temperature=temperature if temperature is not None else float(calibration.get("temperature", 1.0)),
+            bias=bias if bias is not None else (0.0 if temperature is not None else float(calibration.get("bias", 0.0))),
             batch_size=batch_size,
             max_length=max_length if max_length is not None else calibration.get("max_length"),
             premise_selection=premise_selection or calibration.get("premise_selection", "all"),
@@ -218,7 +226,8 @@ class EntailmentHead(HFBackbone):
             base_model = base_model or hub_model_id(self.calibration.get("base_model"))
         if save_tokenizer:
             self.tokenizer.save_pretrained(folder)
-        record = {**self.calibration, "temperature": self.temperature, "entailment_label": self.label_index,
+        record = {**self.calibration, "temperature": self.temperature, "bias": self.bias,
+                  "entailment_label": self.label_index,
                   "max_length": self.max_length}
         record.pop("premise_selection", None)
         spec = _selection_spec(self.selector)
@@ -299,7 +308,7 @@ class EntailmentHead(HFBackbone):
 
     def _score_batch(self, items: list[dict[str, Any]]) -> list[float]:
         logits = self.model(**self.pad(items)).logits  # (batch, num_labels)
-        return softmax_pick(logits, self.label_index, self.temperature)
+        return softmax_pick(logits, self.label_index, self.temperature, self.bias)
 
 
 def _record_adapter_base(folder: Path, base_model: str | None) -> str | None:
@@ -324,7 +333,7 @@ def _lora_rank(model: Any) -> int | None:
 _SELECTIONS = {"all": "every premise", "relevant": "the premises that share a distinctive token with the step"}
 _METRICS = (("num_pairs", "pairs", "{:d}"), ("accuracy", "accuracy", "{:.3f}"), ("ece_before", "ECE before", "{:.3f}"),
             ("ece_after", "ECE after", "{:.3f}"), ("nll_after", "NLL after", "{:.3f}"),
-            ("temperature", "temperature", "{:.3f}"))
+            ("temperature", "temperature", "{:.3f}"), ("bias", "bias", "{:.3f}"))
 
 
 def model_card(record: dict[str, Any], *, base_model: str | None, adapter: bool, repo_id: str | None = None,
@@ -377,6 +386,8 @@ def _settings_table(record: dict[str, Any], label: str | None) -> str:
     rows = [
         ("temperature", f"{float(record.get('temperature', 1.0)):.4g}",
          "logits are divided by it before the softmax (1 = uncalibrated)"),
+    ] + ([("bias", f"{float(record['bias']):.4g}", "added to the entailment logit after the temperature (Platt)")]
+         if record.get("bias") else []) + [
         ("premise selection", f"`{selection}`", f"the head reads {described}"),
         ("window", f"{record['max_length']} tokens" if record.get("max_length") else "the model's",
          "premises that do not fit are dropped least relevant first; the step is never cut"),
@@ -399,7 +410,7 @@ def _metrics_table(record: dict[str, Any]) -> str:
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     bins = next((split["n_bins"] for _, split in splits if isinstance(split.get("n_bins"), int)), None)
     note = (f"\n\nECE: expected calibration error of the entailment probability{f' ({bins} bins)' if bins else ''}, "
-            "before and after temperature scaling; `val` pairs fitted the temperature, `test` pairs were held out.")
+            "before and after calibration; `val` pairs fitted it, `test` pairs were held out.")
     training = record.get("training")
     if isinstance(training, dict):
         facts = [f"{key.replace('_', ' ')} {training[key]}" for key in ("steps", "best_step", "learning_rate",
@@ -427,7 +438,7 @@ def _limits(record: dict[str, Any]) -> str:
         "backbone of ARES (`ares_rerank.score_chains`, `AresReranker`, `AresReward`), or pair by pair with "
         "`predict`.\n"
         f"- {trained_on}\n"
-        "- The temperature was fitted on held-out pairs of the training distribution; on other inputs the "
+        "- The calibration was fitted on held-out pairs of the training distribution; on other inputs the "
         "probabilities are neither calibrated nor necessarily meaningful. Check scores on a few labelled chains of "
         "your own first."
     )
@@ -457,10 +468,11 @@ def _loading(name: str, record: dict[str, Any], base_model: str | None, adapter:
             "from sentence_transformers import CrossEncoder\n\n"
             f'model = CrossEncoder("{name}")\n```'
         )
-    temperature = float(record.get("temperature", 1.0))
+    temperature, bias = float(record.get("temperature", 1.0)), float(record.get("bias", 0.0))
+    scaled = f"`logits / {temperature:.4g}`" + (f" with {bias:.4g} added to the entailment logit" if bias else "")
     lost = (
-        "What plain loading loses: the temperature (use `softmax(logits / "
-        f"{temperature:.4g})`, not `softmax(logits)`), the premise selection "
+        f"What plain loading loses: the calibration (the softmax of {scaled}, not `softmax(logits)`), the premise "
+        "selection "
         f"(`{record.get('premise_selection') or 'all'}`: the head was trained and calibrated on selected premises), "
         "and the input convention (premises joined by newlines as the first text of the pair, the step as the "
         "second; premises that do not fit the window dropped least relevant first, never truncated mid-claim)."

@@ -1,4 +1,4 @@
-"""``ares-rerank calibrate``: fit the temperature of an entailment head on held-out pairs and save it beside it.
+"""``ares-rerank calibrate``: fit the calibration of an entailment head on held-out pairs and save it beside it.
 
 Examples:
     ares-rerank calibrate path/to/head --pairs heldout.jsonl --plot reliability.png      # updates path/to/head
@@ -6,13 +6,18 @@ Examples:
     ares-rerank calibrate default --pairs heldout.jsonl --output-dir my-default            # the shipped head: a copy
     ares-rerank calibrate path/to/head --config my_training.yaml --split val               # a training config's split
     ares-rerank calibrate default --pairs heldout.jsonl --evaluate-only                    # ECE only
+    ares-rerank calibrate path/to/head --pairs heldout.jsonl --method platt                # temperature and bias
 
 Pairs are JSON lines ``{"premises": [claim, ...], "hypothesis": str, "label": 1 | 0}`` (1 = entailed; the head's own
 premise selection is applied to ``premises``, as at inference); ``"premise": str`` stands for one claim. For a head
 with more than two classes give ``"class"`` (the class index) instead of ``"label"``. ``--config`` rebuilds the
-held-out chains of a training config (split by chain id, as in training). The fitted temperature minimizes the NLL
-of the pairs; ECE before / after and a reliability diagram are reported. Unless ``--dry-run`` or ``--evaluate-only``,
-the temperature is written to ``ares_calibration.json`` (other keys kept): in a copy of the head made in
+held-out pairs of a training config exactly as training built them (split by chain id or recipe graph, the config's
+premise selection and pair kinds, minimal pairs included when it asks for them), so ``--split test`` measures the
+head on its own test split. The fit minimizes the NLL of the pairs: ``--method temperature`` (default) fits one
+scale, which never changes a decision; ``--method platt`` also fits a bias on the entailment logit, for pairs that
+are entailed less (or more) often than the head says (it can move decisions: ``accuracy_after`` reports it). ECE
+before / after and a reliability diagram are reported. Unless ``--dry-run`` or ``--evaluate-only``, the temperature
+and bias are written to ``ares_calibration.json`` (other keys kept): in a copy of the head made in
 ``--output-dir``, or else in the head folder itself. The shipped default head is never modified: calibrating it
 needs ``--output-dir``.
 """
@@ -24,12 +29,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..calibration import CALIBRATION_METHODS
 from ..io import atomic_folder, check_output_path, read_jsonl
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "calibrate", help="Fit an entailment head's temperature on held-out pairs (ECE, reliability diagram).",
+        "calibrate", help="Fit an entailment head's calibration on held-out pairs (ECE, reliability diagram).",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("head", help="Head folder (model or peft adapter), or 'default' for the shipped head.")
@@ -37,14 +43,17 @@ def register(subparsers: Any) -> None:
     data.add_argument("--pairs", help="JSON-lines file of held-out pairs.")
     data.add_argument("--config", help="A training YAML (ares-rerank train head): rebuild its held-out split.")
     parser.add_argument("--split", default="val", choices=["val", "test"], help="Split of --config (default val).")
+    parser.add_argument("--method", default="temperature", choices=list(CALIBRATION_METHODS),
+                        help="temperature: one scale (default); platt: scale and entailment bias.")
     parser.add_argument("--bins", type=int, default=15, help="ECE bins.")
     parser.add_argument("--plot", default=None, help="Write a reliability diagram (PNG) here.")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--output-dir", default=None,
                         help="Copy the head here and write the temperature into the copy (must not exist yet, or be "
                              "empty). Required for 'default'.")
-    parser.add_argument("--dry-run", action="store_true", help="Fit and report, but do not write the temperature.")
-    parser.add_argument("--evaluate-only", action="store_true", help="Report ECE at the head's current temperature.")
+    parser.add_argument("--dry-run", action="store_true", help="Fit and report, but do not write the calibration.")
+    parser.add_argument("--evaluate-only", action="store_true",
+                        help="Report ECE at the head's current calibration (temperature and bias).")
 
 
 def read_pairs(path: str) -> list[dict[str, Any]]:
@@ -63,12 +72,12 @@ def read_pairs(path: str) -> list[dict[str, Any]]:
 
 
 def config_pairs(config: str, split: str) -> list[dict[str, Any]]:
-    """The raw (unselected) held-out pairs of a training config, split by chain id exactly as training splits."""
-    from ..training import build_pairs, claimtrees_oracle_for, parse_args, split_chains, training_chains
+    """The held-out pairs of a training config's ``split``, exactly as training built them (premises already
+    selected by the config's ``premise_selection``; score them with selection ``"all"``)."""
+    from ..training import parse_args, split_rows
 
     mix, _ = parse_args([config])
-    parts = split_chains(training_chains(mix), {"val": mix.val_fraction, "test": mix.test_fraction}, seed=mix.mix_seed)
-    return build_pairs(parts[split], "all", claimtrees_oracle_for, mix.subsets_per_step, mix.mix_seed)
+    return split_rows(mix)[split][1]
 
 
 def target_folder(head: str, output_dir: str | None) -> Path:
@@ -114,20 +123,25 @@ def run(args: argparse.Namespace) -> int:
     folder = target_folder(args.head, args.output_dir) if writes else None  # checked before any work
     if args.plot:
         check_output_path(args.plot, flag="--plot")
-    head = load_backbone(args.head, kind="nli", batch_size=args.batch_size)
+    # --config pairs hold the premises the config's selection kept (as training encoded them): no second selection
+    head = load_backbone(args.head, kind="nli", batch_size=args.batch_size,
+                         **({} if args.pairs else {"premise_selection": "all"}))
     rows = read_pairs(args.pairs) if args.pairs else config_pairs(args.config, args.split)
     logits = head.logits([r["premises"] for r in rows], [r["hypothesis"] for r in rows])
     classes = _classes(rows, head)
-    report = calibrate(logits, classes, positive_index=head.label_index, n_bins=args.bins,
-                       temperature=head.temperature if args.evaluate_only else None)
+    report = calibrate(logits, classes, positive_index=head.label_index, n_bins=args.bins, method=args.method,
+                       temperature=head.temperature if args.evaluate_only else None,
+                       bias=head.bias if args.evaluate_only else None)
     if args.plot:
         entailed = [int(c == head.label_index) for c in classes]
         reliability_diagram(entailment_probs_from_logits(logits, head.label_index), entailed, args.plot,
-                            entailment_probs_from_logits(logits, head.label_index, report.temperature), args.bins)
+                            entailment_probs_from_logits(logits, head.label_index, report.temperature, report.bias),
+                            args.bins)
     print(json.dumps(report.to_dict(), indent=2))
     if writes:
         origin = args.pairs or f"{args.config} ({args.split} split)"
-        values = {"temperature": report.temperature, "calibrated_on": origin, "calibration": report.to_dict()}
+        values = {"temperature": report.temperature, "bias": report.bias, "calibrated_on": origin,
+                  "calibration": report.to_dict()}
         if args.output_dir is None:
             path = write_calibration(folder, values)
         else:  # the copy appears whole, calibrated, or not at all
@@ -136,5 +150,5 @@ def run(args: argparse.Namespace) -> int:
                 shutil.copytree(source, fresh, dirs_exist_ok=True)
                 write_calibration(fresh, values)
             path = folder / CALIBRATION_FILE
-        print(f"wrote temperature {report.temperature:.4f} to {path}")
+        print(f"wrote temperature {report.temperature:.4f} and bias {report.bias:.4f} to {path}")
     return 0

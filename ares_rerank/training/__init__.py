@@ -3,7 +3,7 @@
 Data flow: labelled chains (your JSONL via ``chains_file``, or the generated ClaimTrees mix, :mod:`.mix`) -> split by
 chain id -> entailment pairs with the backbone's own premise selection (:mod:`.pairs`) -> ``transformers.Trainer``
 (:mod:`.head`: LoRA or full fine-tuning, early stopping, optional length-bucketed batches from :mod:`.sampling`) ->
-temperature calibration and a reliability diagram (:mod:`ares_rerank.calibration`) -> a head folder that
+temperature (or Platt) calibration and a reliability diagram (:mod:`ares_rerank.calibration`) -> a head folder that
 ``load_backbone(path)`` loads. :mod:`.prm` trains a step-tag PRM on TRL-style ``{prompt, completions, labels}`` rows.
 
     ares-rerank train head --chains_file chains.jsonl --output_dir runs/my-head --max_steps 200
@@ -20,6 +20,7 @@ from .head import (
     check_not_collapsed,
     claimtrees_oracle_for,
     parse_args,
+    split_rows,
     train_head,
 )
 from .mix import MixArguments, training_chains
@@ -41,6 +42,7 @@ __all__ = [
     "pairs_dataset",
     "parse_args",
     "split_chains",
+    "split_rows",
     "train_head",
     "train_prm",
     "training_chains",

@@ -85,6 +85,9 @@ class HeadTrainingArguments(TrainingArguments):
                 "padding it does not need; same batches and same mean loss, fewer padded tokens (chunked_loss). "
                 "0/1 = off."})
     calibration_bins: int = field(default=15, metadata={"help": "Bins of the ECE and the reliability diagram."})
+    calibration_method: str = field(default="temperature", metadata={
+        "help": "Fitted on the val pairs: temperature (one scale) or platt (scale and entailment bias; can move "
+                "decisions, for a head that accepts more pairs than are entailed)."})
     export_dir: str | None = field(default=None, metadata={
         "help": "Also write the final head here, once it passed the collapse check."})
     overwrite_default_head: bool = field(default=False, metadata={
@@ -98,6 +101,9 @@ class HeadTrainingArguments(TrainingArguments):
     report_to: str = field(default="none", metadata={"help": "Experiment trackers (none: offline)."})
 
     def __post_init__(self) -> None:
+        from ..calibration import check_method
+
+        check_method(self.calibration_method, "calibration_method")
         if self.lora_r < 1 or self.lora_alpha < 1:
             raise ValueError(f"lora_r={self.lora_r} and lora_alpha={self.lora_alpha} must be >= 1.")
         if any(layer < 0 for layer in self.lora_layers):
@@ -184,14 +190,20 @@ def claimtrees_oracle_for(chain: Any) -> Any:
     return ClaimTreesOracle(templates_of(chain))
 
 
+def split_rows(mix: MixArguments) -> dict[str, tuple[list[Any], list[dict[str, Any]]]]:
+    """``{"train" | "val" | "test": (chains, pairs)}`` of a mix: chains split by chain id (or recipe graph) before
+    any pair exists, pairs with their premises already selected by ``mix.premise_selection`` and labelled on what
+    it kept. What training reads, and what ``ares-rerank calibrate --config`` rebuilds."""
+    parts = split_chains(training_chains(mix), {"val": mix.val_fraction, "test": mix.test_fraction}, seed=mix.mix_seed)
+    return {name: (part, build_pairs(part, mix.premise_selection, claimtrees_oracle_for, mix.subsets_per_step,
+                                     mix.mix_seed, mix.minimal_pairs))
+            for name, part in parts.items()}
+
+
 def build_splits(mix: MixArguments) -> tuple[dict[str, Any], dict[str, Any]]:
     """Train / val / test pair datasets (split by chain id first) and a summary of their sizes."""
-    chains = training_chains(mix)
-    parts = split_chains(chains, {"val": mix.val_fraction, "test": mix.test_fraction}, seed=mix.mix_seed)
     datasets, summary = {}, {}
-    for name, part in parts.items():
-        rows = build_pairs(part, mix.premise_selection, claimtrees_oracle_for, mix.subsets_per_step, mix.mix_seed,
-                           mix.minimal_pairs)
+    for name, (part, rows) in split_rows(mix).items():
         datasets[name] = pairs_dataset(rows)
         summary[name] = {"chains": len(part), "pairs": len(rows), "entailed": sum(r["label"] for r in rows),
                          "chain_ids": sorted(c.id for c in part)}
@@ -259,19 +271,21 @@ def _accuracy(eval_pred: Any) -> dict[str, float]:
 
 def calibrate_and_save(trainer: Any, tokenizer: Any, args: HeadTrainingArguments, mix: MixArguments,
                        encoded: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """Fit T on val logits, measure ECE on test, write the head + ``ares_calibration.json`` (+ export copy)."""
+    """Fit the calibration (``args.calibration_method``) on val logits, measure ECE on test, write the head +
+    ``ares_calibration.json`` (+ export copy)."""
     from ..calibration import calibrate, entailment_probs_from_logits, reliability_diagram
 
     val_logits, val_labels = _logits(trainer, encoded["val"])
-    fitted = calibrate(val_logits, val_labels, n_bins=args.calibration_bins)
+    fitted = calibrate(val_logits, val_labels, n_bins=args.calibration_bins, method=args.calibration_method)
     test_logits, test_labels = _logits(trainer, encoded["test"])
-    test = calibrate(test_logits, test_labels, n_bins=args.calibration_bins, temperature=fitted.temperature)
+    test = calibrate(test_logits, test_labels, n_bins=args.calibration_bins, temperature=fitted.temperature,
+                     bias=fitted.bias)
     out = Path(args.output_dir)
     reliability_diagram(entailment_probs_from_logits(test_logits), test_labels, out / "reliability_test.png",
-                        entailment_probs_from_logits(test_logits, temperature=fitted.temperature),
+                        entailment_probs_from_logits(test_logits, temperature=fitted.temperature, bias=fitted.bias),
                         n_bins=args.calibration_bins, title="Entailment head, held-out test pairs")
     # The class index, not the name: an adapter's base config is reloaded with default labels (LABEL_0 / LABEL_1).
-    calibration = {"temperature": fitted.temperature, "entailment_label": LABEL2ID["entailment"],
+    calibration = {"temperature": fitted.temperature, "bias": fitted.bias, "entailment_label": LABEL2ID["entailment"],
                    "base_model": args.base_model, "premise_selection": mix.premise_selection,
                    "max_length": args.max_length,
                    "val": fitted.to_dict(), "test": test.to_dict(), **extra}
@@ -321,7 +335,8 @@ def save_head(model: Any, tokenizer: Any, folder: Path, calibration: dict[str, A
     from ..io import atomic_folder
 
     hub_id = hub_model_id(base_model)
-    head = EntailmentHead(model, tokenizer, temperature=calibration["temperature"], cache_size=0,
+    head = EntailmentHead(model, tokenizer, temperature=calibration["temperature"],
+                          bias=calibration.get("bias", 0.0), cache_size=0,
                           premise_selection=calibration["premise_selection"], max_length=calibration["max_length"],
                           calibration=calibration)
     is_adapter = hasattr(model, "peft_config")
@@ -372,7 +387,7 @@ def train_head(mix: MixArguments, args: HeadTrainingArguments) -> TrainedHead:
                           "splits": {k: {kk: vv for kk, vv in v.items() if kk != "chain_ids"}
                                      for k, v in summary.items()}}}
     calibration = calibrate_and_save(trainer, tokenizer, args, mix, encoded, extra)
-    print(json.dumps({"temperature": calibration["temperature"], "val": calibration["val"],
+    print(json.dumps({"temperature": calibration["temperature"], "bias": calibration["bias"], "val": calibration["val"],
                       "test": calibration["test"]}, indent=2), flush=True)
     return TrainedHead(trainer.model, tokenizer, calibration, Path(args.output_dir) / "head")
 

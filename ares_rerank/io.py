@@ -69,11 +69,26 @@ def remove_stale_temps(path: Path) -> None:
                 old.unlink()
 
 
+def _created_mode(base: int) -> int:
+    """The permissions ``open`` / ``mkdir`` give a new file (``base`` 0o666) or folder (0o777) under this process's
+    umask. ``tempfile`` creates private ones (0o600 / 0o700); outputs that replace them must not stay private."""
+    try:  # Linux reports the umask without changing it (os.umask would, for every thread, for a moment)
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return base & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return base & ~mask
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[Any]:
     """Open ``path`` for writing (``mode`` ``"w"`` text, ``"wb"`` bytes) so that it appears only complete: a temporary
     file beside it is moved into place when the ``with`` block ends without an error, and removed when it raises (the
-    parent folder is created). A symlink at ``path`` is replaced by the file, never written through.
+    parent folder is created). A symlink at ``path`` is replaced by the file, never written through. The file gets the
+    permissions of the file it replaces, or those a plain ``open`` would give it (not ``tempfile``'s private 0o600).
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_open(mode={mode!r}) writes a whole new file: use 'w' or 'wb'.")
@@ -83,6 +98,8 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[Any]:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as handle:
+            previous = path.stat().st_mode & 0o777 if path.is_file() and not path.is_symlink() else None
+            os.chmod(tmp, previous if previous is not None else _created_mode(0o666))
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
@@ -107,6 +124,7 @@ def atomic_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fresh = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.new-"))
     try:
+        os.chmod(fresh, _created_mode(0o777))  # a folder like mkdir's, not mkdtemp's private 0o700
         yield fresh
         old = None
         if path.exists() or path.is_symlink():

@@ -195,3 +195,24 @@ def test_a_folder_is_replaced_whole_or_not_at_all(tmp_path):
         (fresh / "adapter_model.safetensors").write_bytes(b"new weights")
     assert _snapshot(head) == {"adapter_model.safetensors": b"new weights"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["head"]
+
+
+def test_atomic_outputs_get_the_permissions_a_plain_write_would_not_tempfiles_private_ones(tmp_path):
+    """tempfile makes 0o600 files and 0o700 folders; results and saved heads must be readable like any output."""
+    import os
+
+    from ares_rerank.io import atomic_folder, write_atomic
+
+    old = os.umask(0o022)
+    try:
+        write_atomic(tmp_path / "results.json", "{}")
+        with atomic_folder(tmp_path / "head") as fresh:
+            (fresh / "config.json").write_text("{}")
+        (tmp_path / "private.json").write_text("{}")
+        os.chmod(tmp_path / "private.json", 0o640)
+        write_atomic(tmp_path / "private.json", "{}")  # a replaced file keeps its own mode
+    finally:
+        os.umask(old)
+    assert (tmp_path / "results.json").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "head").stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "private.json").stat().st_mode & 0o777 == 0o640

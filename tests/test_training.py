@@ -516,7 +516,7 @@ def test_length_bucket_sampler_and_training_args_reject_bad_settings(tmp_path):
 
 
 @pytest.mark.slow
-def test_default_head_recipe_runs_both_stages_in_one_command(tmp_path, tiny_nli_path, monkeypatch):
+def test_default_head_recipe_runs_every_stage_in_one_command(tmp_path, tiny_nli_path, monkeypatch):
     from ares_rerank.training import TrainingCollapsed
     from ares_rerank.training import head as train_head
     from training import train_default_head
@@ -524,10 +524,12 @@ def test_default_head_recipe_runs_both_stages_in_one_command(tmp_path, tiny_nli_
     common = (f"base_model: {tiny_nli_path}\nnum_chains: 24\nmax_steps: 2\nper_device_train_batch_size: 8\n"
               "eval_steps: 2\nsave_steps: 2\nmax_length: 256\nlora_target_modules: [query, value]\n"
               "disable_tqdm: true\nbucket_batches: 2\nlength_chunks: 2\n")  # also bucketed batches, chunked loss
-    stage1, stage2 = tmp_path / "s1.yaml", tmp_path / "s2.yaml"
+    stage1, stage2, stage3 = tmp_path / "s1.yaml", tmp_path / "s2.yaml", tmp_path / "s3.yaml"
     stage1.write_text(common + "minimal_pairs: false\noutput_dir: elsewhere\n")
     stage2.write_text(common + "minimal_pairs: true\ninit_adapter: not/this/one\n")
-    monkeypatch.setattr(train_default_head, "STAGES", (("stage1", stage1), ("stage2", stage2)))
+    stage3.write_text(common + "minimal_pairs: true\nfirst_index: 4000000\ninit_adapter: nor/this/one\n")
+    monkeypatch.setattr(train_default_head, "STAGES", (("stage1", stage1, "s1"), ("stage2", stage2, "s2"),
+                                                        ("stage3", stage3, "s3")))
     checked = []  # a 2-step tiny head is no better than the majority class: record the guard's calls instead
     monkeypatch.setattr(train_default_head, "check_not_collapsed", lambda stage, calibration: checked.append(stage))
     monkeypatch.setattr(train_head, "check_not_collapsed", lambda stage, calibration: None)  # the export-time check
@@ -535,12 +537,14 @@ def test_default_head_recipe_runs_both_stages_in_one_command(tmp_path, tiny_nli_
     assert train_default_head.main(["--runs_dir", str(runs), "--export_dir", str(export)]) == 0
 
     record = json.loads((runs / "recipe.json").read_text())
-    assert set(record["seconds"]) == {"stage1", "stage2", "total"} and checked == ["stage1", "stage2"]
-    assert (runs / "default_head_stage1" / "head" / "adapter_model.safetensors").is_file()
+    assert set(record["seconds"]) == {"stage1", "stage2", "stage3", "total"}
+    assert checked == ["stage1", "stage2", "stage3"] and record["head"] == str(runs / "s3" / "head")
+    assert (runs / "s1" / "head" / "adapter_model.safetensors").is_file()
     assert not (tmp_path / "elsewhere").exists()  # the recipe's runs_dir overrides the stage config
-    stage2_record = json.loads((export / "ares_calibration.json").read_text())["training"]
-    assert stage2_record["mix"]["minimal_pairs"] is True
-    assert (runs / "default_head" / "head" / "ares_calibration.json").is_file()
+    exported = json.loads((export / "ares_calibration.json").read_text())["training"]  # only the last stage exports
+    assert exported["mix"]["first_index"] == 4_000_000 and exported["mix"]["minimal_pairs"] is True
+    for stage in ("s2", "s3"):
+        assert (runs / stage / "head" / "ares_calibration.json").is_file()
 
     def collapsed(stage, calibration):
         raise TrainingCollapsed(f"{stage}: collapsed")
@@ -548,7 +552,7 @@ def test_default_head_recipe_runs_both_stages_in_one_command(tmp_path, tiny_nli_
     monkeypatch.setattr(train_head, "check_not_collapsed", collapsed)  # stage 2's head fails before it is exported
     with pytest.raises(TrainingCollapsed, match="collapsed"):
         train_default_head.main(["--runs_dir", str(tmp_path / "runs2"), "--export_dir", str(tmp_path / "export2")])
-    assert (tmp_path / "runs2" / "default_head" / "head").is_dir() and not (tmp_path / "export2").exists()
+    assert (tmp_path / "runs2" / "s3" / "head").is_dir() and not (tmp_path / "export2").exists()
 
 
 def test_default_head_recipe_stops_when_a_stage_collapsed():
@@ -582,8 +586,11 @@ def test_recipes_parse_the_shipped_v2_mix_and_the_varied_one_exports_nothing(tmp
     assert args2.export_dir in ("", None) and args2.init_adapter == str(tmp_path / "v" / "default_head_stage1" / "head")
     seen.clear()
     assert train_default_head.main(["--runs_dir", str(tmp_path / "d"), "--export_dir", ""]) == 0
-    (mix1, _), (mix2, _) = seen  # the shipped head's recipe: v2's mix, pinned against the new generator defaults
-    for mix in (mix1, mix2):
+    (mix1, _), (mix2, args2), (mix3, args3) = seen  # the shipped recipe: v2's mix, pinned against generator defaults
+    assert args2.init_adapter == str(tmp_path / "d" / "default_head_stage1" / "head")
+    assert args3.init_adapter == str(tmp_path / "d" / "default_head" / "head") and args3.export_dir == ""
+    assert mix3.first_index == 4_000_000 and mix3.num_chains == 3000 and args3.max_steps == 2400
+    for mix in (mix1, mix2, mix3):
         assert mix.templates == ["paper", "hold", "make", "implies"] and mix.name_styles == ["letter", "pair", "quad",
                                                                                            "word"]
         assert mix.composed_share == 0 and mix.distractor_share == 0 and mix.recipe_share == 0

@@ -1,13 +1,15 @@
-"""Train the shipped default head end to end: one command, both stages of the recipe.
+"""Train the shipped default head end to end: one command, every stage of the recipe.
 
     python -m training.train_default_head                              # writes runs/ and ares_rerank/default_head/
     python -m training.train_default_head --runs_dir /tmp/try --export_dir ""    # a dry rerun that ships nothing
     python -m training.train_default_head --recipe varied --runs_dir runs/varied  # issue 17's mix; exports nothing
 
 Stage 1 (``configs/default_head_stage1.yaml``) trains a fresh LoRA adapter on the ClaimTrees mix; stage 2
-(``configs/default_head.yaml``) continues that adapter with minimal-pair negatives, calibrates it and writes it to
-``--export_dir``; each stage is checked for collapse (:func:`check_not_collapsed`) before the next runs or anything is
-exported. The stages, their settings and why there are two are in training/README.md. Prints and writes
+(``configs/default_head.yaml``) continues that adapter with minimal-pair negatives; stage 3
+(``configs/default_head_stage3.yaml``) continues it on 3,000 fresh chains of the same mix for 2,400 more steps,
+calibrates it and writes it to ``--export_dir``. Each stage starts from the previous stage's head and is checked for
+collapse (:func:`check_not_collapsed`) before the next runs or anything is exported; only the last stage exports.
+The stages, their settings and why there are three are in training/README.md. Prints and writes
 (``<runs_dir>/recipe.json``) the wall time of each stage and of the whole recipe.
 """
 
@@ -26,14 +28,18 @@ from ares_rerank.training import check_not_collapsed, parse_args, train_head
 __all__ = ["STAGES", "VARIED_STAGES", "check_not_collapsed", "main"]
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
-STAGES = (("stage1", CONFIGS / "default_head_stage1.yaml"), ("stage2", CONFIGS / "default_head.yaml"))
+# (stage, config, folder under --runs_dir); each stage continues the previous stage's head, the last one exports.
+STAGES = (("stage1", CONFIGS / "default_head_stage1.yaml", "default_head_stage1"),
+          ("stage2", CONFIGS / "default_head.yaml", "default_head"),
+          ("stage3", CONFIGS / "default_head_stage3.yaml", "default_head_stage3"))
 # The varied wordings / names / distractors mix (issue 17): measured, not shipped (training/README.md, run v3).
-VARIED_STAGES = (("stage1", CONFIGS / "varied_head_stage1.yaml"), ("stage2", CONFIGS / "varied_head.yaml"))
+VARIED_STAGES = (("stage1", CONFIGS / "varied_head_stage1.yaml", "default_head_stage1"),
+                 ("stage2", CONFIGS / "varied_head.yaml", "default_head"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training.train_default_head", description=__doc__.split("\n")[0])
-    parser.add_argument("--runs_dir", default="runs", help="Where both stages write checkpoints, logs and heads.")
+    parser.add_argument("--runs_dir", default="runs", help="Where the stages write checkpoints, logs and heads.")
     parser.add_argument("--export_dir", default=None,
                         help="Where the final head is written ('' = nowhere). Default: the shipped head for "
                              "--recipe default, nowhere for --recipe varied.")
@@ -46,23 +52,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     stages = STAGES if args.recipe == "default" else VARIED_STAGES
 
     runs = Path(args.runs_dir)
-    stage1_out, stage2_out = runs / "default_head_stage1", runs / "default_head"
-    overrides = {
-        "stage1": ["--output_dir", str(stage1_out), "--export_dir", ""],
-        # train_head exports only a head that passed its collapse check
-        "stage2": ["--output_dir", str(stage2_out), "--init_adapter", str(stage1_out / "head"),
-                   "--export_dir", args.export_dir, "--overwrite_default_head", "true"],
-    }
-    seconds, start = {}, time.time()
-    for name, config in stages:
+    seconds, start, previous = {}, time.time(), None
+    for i, (name, config, folder) in enumerate(stages):
+        last = i == len(stages) - 1
+        # the recipe's runs_dir and chaining override the stage configs; train_head exports only a head that passed
+        # its collapse check
+        overrides = ["--output_dir", str(runs / folder), "--export_dir", args.export_dir if last else ""]
+        if previous is not None:
+            overrides += ["--init_adapter", str(previous)]
+        if last:
+            overrides += ["--overwrite_default_head", "true"]
         stage_start = time.time()
-        mix, head_args = parse_args([str(config), *overrides[name]])
+        mix, head_args = parse_args([str(config), *overrides])
         check_not_collapsed(name, train_head(mix, head_args).calibration)
         seconds[name] = round(time.time() - stage_start, 1)
+        previous = runs / folder / "head"
         print(json.dumps({"stage": name, "seconds": seconds[name]}), flush=True)
-    record = {"recipe": args.recipe, "stages": {name: str(config) for name, config in stages},
+    record = {"recipe": args.recipe, "stages": {name: str(config) for name, config, _ in stages},
               "seconds": {**seconds, "total": round(time.time() - start, 1)},
-              "head": str(stage2_out / "head"), "export_dir": args.export_dir}
+              "head": str(previous), "export_dir": args.export_dir}
     runs.mkdir(parents=True, exist_ok=True)
     (runs / "recipe.json").write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record), flush=True)

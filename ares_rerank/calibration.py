@@ -18,7 +18,8 @@ ARES consumes, P(entailment): pairs are binned by that probability and each bin'
 with its share of entailed pairs.
 
 The fitted temperature (and bias) are saved in ``ares_calibration.json`` beside the head (:func:`write_calibration`);
-reading them back is :func:`~ares_rerank.backbones.hub.read_calibration` (re-exported here), which the backbones use when loading.
+reading them back is :func:`~ares_rerank.backbones.hub.read_calibration` (re-exported here), which the backbones use
+when loading.
 """
 
 from __future__ import annotations
@@ -39,11 +40,11 @@ from .backbones.hub import CALIBRATION_FILE, check_calibration, read_calibration
 
 __all__ = [
     "CALIBRATION_FILE",
+    "CALIBRATION_METHODS",
     "CalibrationReport",
     "calibrate",
     "check_method",
     "entailment_probs_from_logits",
-    "CALIBRATION_METHODS",
     "expected_calibration_error",
     "fit_platt",
     "fit_temperature",

@@ -123,7 +123,9 @@ class EntailmentHead(HFBackbone):
             )
         self.temperature = float(temperature)
         if not isinstance(bias, (int, float)) or isinstance(bias, bool) or not math.isfinite(bias):
-            raise ValueError(f"bias={bias!r} must be a finite number (0.0 = none; a Platt calibration's entailment bias).")
+            raise ValueError(
+                f"bias={bias!r} must be a finite number (0.0 = none; a Platt calibration's entailment bias)."
+            )
         self.bias = float(bias)
         # the sentence-pair encoding's keys this tokenizer produces (BERT: token_type_ids too; RoBERTa: none)
         self.input_keys = [k for k in ("input_ids", "token_type_ids") if k in tokenizer.model_input_names]
@@ -158,10 +160,11 @@ class EntailmentHead(HFBackbone):
         ``name_or_path`` is a local folder or hub id, or a peft adapter folder (base from ``base_model`` or the
         adapter's config). The temperature is ``temperature`` if given, else ``ares_calibration.json`` beside the
         adapter or the weights (``{"temperature": T, "entailment_label": ...}``), else 1.0; the entailment ``bias``
-        likewise (0.0 unless a Platt calibration recorded one; giving ``temperature`` alone resets it to 0.0). ``premise_selection`` and
-        ``max_length`` left at ``None`` come from the same file when it names them (a head trained on selected
-        premises must see selected premises), else ``"all"`` and the model's window. A bare encoder (e.g.
-        all-MiniLM-L6-v2) gets a new, randomly initialised 2-way head: fine-tune it before trusting its scores.
+        likewise (0.0 unless a Platt calibration recorded one; giving ``temperature`` alone resets it to 0.0).
+        ``premise_selection`` and ``max_length`` left at ``None`` come from the same file when it names them (a head
+        trained on selected premises must see selected premises), else ``"all"`` and the model's window. A bare
+        encoder (e.g. all-MiniLM-L6-v2) gets a new, randomly initialised 2-way head: fine-tune it before trusting its
+        scores.
 
         From a hub id the calibration file is fetched with the weights, from the same commit, with the same
         ``revision``, ``token``, ``cache_dir`` and ``local_files_only`` (passed to every download, as in
@@ -179,7 +182,7 @@ class EntailmentHead(HFBackbone):
             tokenizer,
             entailment_label=entailment_label if entailment_label is not None else calibration.get("entailment_label"),
             temperature=temperature if temperature is not None else float(calibration.get("temperature", 1.0)),
-            bias=bias if bias is not None else (0.0 if temperature is not None else float(calibration.get("bias", 0.0))),
+            bias=bias if bias is not None else 0.0 if temperature is not None else float(calibration.get("bias", 0.0)),
             batch_size=batch_size,
             max_length=max_length if max_length is not None else calibration.get("max_length"),
             premise_selection=premise_selection or calibration.get("premise_selection", "all"),

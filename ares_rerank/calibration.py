@@ -35,7 +35,7 @@ import numpy as np
 
 from .io import write_atomic
 
-from .backbones.hub import CALIBRATION_FILE, check_calibration, read_calibration
+from .backbones.hub import CALIBRATION_FILE, check_calibration, check_scale, read_calibration
 
 
 __all__ = [
@@ -98,13 +98,6 @@ def _log_softmax(z: np.ndarray) -> np.ndarray:
     return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
 
 
-def _check_scale(temperature: float, bias: float) -> None:
-    if not (isinstance(temperature, (int, float)) and temperature > 0 and math.isfinite(temperature)):
-        raise ValueError(f"temperature={temperature!r} must be a finite number > 0.")
-    if not (isinstance(bias, (int, float)) and math.isfinite(bias)):
-        raise ValueError(f"bias={bias!r} must be a finite number (0.0 = none).")
-
-
 def _scaled(z: np.ndarray, temperature: float, bias: float, positive_index: int) -> np.ndarray:
     out = z / temperature
     if bias:
@@ -118,7 +111,7 @@ def negative_log_likelihood(logits: Any, labels: Any, temperature: float = 1.0, 
     """Mean NLL of ``labels`` under ``softmax(logits / temperature + bias * e_positive)``."""
     z = _as_logits(logits)
     y = _as_labels(labels, z.shape[0], z.shape[1])
-    _check_scale(temperature, bias)
+    check_scale(temperature, bias)
     return float(-_log_softmax(_scaled(z, temperature, bias, positive_index))[np.arange(z.shape[0]), y].mean())
 
 
@@ -231,7 +224,7 @@ def entailment_probs_from_logits(logits: Any, positive_index: int = 1, temperatu
     z = _as_logits(logits)
     if not 0 <= positive_index < z.shape[1]:
         raise ValueError(f"positive_index={positive_index!r} is not a class of {z.shape[1]}-way logits.")
-    _check_scale(temperature, bias)
+    check_scale(temperature, bias)
     return np.exp(_log_softmax(_scaled(z, temperature, bias, positive_index))[:, positive_index])
 
 
@@ -425,9 +418,8 @@ def write_calibration(directory: str | Path, values: dict[str, Any]) -> Path:
         ValueError: No finite temperature > 0, a merged key the loaders would reject, the file is a symlink, or the
             existing file is not a JSON object.
     """
-    t = values.get("temperature")
-    if not isinstance(t, (int, float)) or isinstance(t, bool) or not (t > 0 and math.isfinite(t)):
-        raise ValueError(f"write_calibration(values=...) needs a finite 'temperature' > 0, got {t!r}.")
+    check_scale(values.get("temperature"), values.get("bias", 0.0), "write_calibration(values=...): ",
+                ": pass the fitted value")
     path = Path(directory) / CALIBRATION_FILE
     if path.is_symlink():
         raise ValueError(

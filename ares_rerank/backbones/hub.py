@@ -31,6 +31,7 @@ __all__ = [
     "PACKAGED_ENCODER_HUB_ID",
     "adapter_base_model",
     "check_calibration",
+    "check_scale",
     "head_file",
     "hub_model_id",
     "load_model_and_tokenizer",
@@ -217,6 +218,27 @@ def read_calibration(*folders: str | Path | None) -> dict[str, Any]:
     return {}
 
 
+def check_scale(temperature: Any, bias: Any, where: str = "", fix: str = "") -> tuple[float, float]:
+    """``(temperature, bias)`` as floats if a calibration can apply them, else a ValueError naming the bad one.
+
+    The one check of the two calibration parameters (heads, calibration records, :mod:`~ares_rerank.calibration`):
+    ``temperature`` a finite number > 0 (an infinite one makes every probability 0.5), ``bias`` a finite number
+    (added to the entailment logit after the temperature). ``where`` starts the message (e.g. the file), ``fix`` ends
+    it (what to do).
+    """
+    if not _is_real(temperature) or not (math.isfinite(temperature) and temperature > 0):
+        raise ValueError(
+            f"{where}temperature={temperature!r} must be a finite positive number (1.0 = uncalibrated; an infinite "
+            f"one makes every probability 0.5){fix}."
+        )
+    if not _is_real(bias) or not math.isfinite(bias):
+        raise ValueError(
+            f"{where}bias={bias!r} must be a finite number (0.0 = none; a Platt calibration's bias, added to the "
+            f"entailment logit after the temperature){fix}."
+        )
+    return float(temperature), float(bias)
+
+
 def check_calibration(data: Any, path: str | Path) -> dict[str, Any]:
     """``data`` if it is a calibration record the backbones can use, else a ValueError naming ``path`` and the key.
 
@@ -230,18 +252,8 @@ def check_calibration(data: Any, path: str | Path) -> dict[str, Any]:
         raise ValueError(
             f"{path} holds a JSON {type(data).__name__}, not an object: expected e.g. {{\"temperature\": 1.3}}."
         )
-    temperature = data.get("temperature", 1.0)
-    if not _is_real(temperature) or not (math.isfinite(temperature) and temperature > 0):
-        raise ValueError(
-            f"{path}: temperature={temperature!r} must be a finite number > 0 (1.0 = uncalibrated): fix the key "
-            "(or delete it) or calibrate again."
-        )
-    bias = data.get("bias", 0.0)
-    if not _is_real(bias) or not math.isfinite(bias):
-        raise ValueError(
-            f"{path}: bias={bias!r} must be a finite number (0.0 = none; added to the entailment logit after the "
-            "temperature): fix the key (or delete it) or calibrate again."
-        )
+    check_scale(data.get("temperature", 1.0), data.get("bias", 0.0), f"{path}: ",
+                ": fix the key (or delete it) or calibrate again")
     max_length = data.get("max_length")
     if max_length is not None and (not _is_real(max_length) or not isinstance(max_length, int) or max_length < 8):
         raise ValueError(

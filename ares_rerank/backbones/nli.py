@@ -8,12 +8,11 @@ entailment class after dividing the logits by the calibrated temperature (a 1-lo
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any, Sequence
 
 from .hf import HFBackbone, softmax_pick
-from .hub import hub_model_id, load_model_and_tokenizer
+from .hub import check_scale, hub_model_id, load_model_and_tokenizer
 from .selection import PremiseSelector
 
 
@@ -114,19 +113,7 @@ class EntailmentHead(HFBackbone):
         self.calibration = dict(calibration or {})
         config = model.config
         self.label_index = entailment_index(getattr(config, "id2label", None), int(config.num_labels), entailment_label)
-        if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not (
-            math.isfinite(temperature) and temperature > 0
-        ):
-            raise ValueError(
-                f"temperature={temperature!r} must be a finite positive number (1.0 = uncalibrated; an infinite one "
-                "makes every probability 0.5)."
-            )
-        self.temperature = float(temperature)
-        if not isinstance(bias, (int, float)) or isinstance(bias, bool) or not math.isfinite(bias):
-            raise ValueError(
-                f"bias={bias!r} must be a finite number (0.0 = none; a Platt calibration's entailment bias)."
-            )
-        self.bias = float(bias)
+        self.temperature, self.bias = check_scale(temperature, bias)
         # the sentence-pair encoding's keys this tokenizer produces (BERT: token_type_ids too; RoBERTa: none)
         self.input_keys = [k for k in ("input_ids", "token_type_ids") if k in tokenizer.model_input_names]
 

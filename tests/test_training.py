@@ -136,7 +136,8 @@ def test_pairs_dataset_columns(mix_chains):
     assert ds.column_names == ["chain_id", "step", "kind", "premises", "hypothesis", "label"]
 
 
-HELDOUT_WORDS = {"given", "conclude", "concluding", "know", "available", "whenever", "becomes"}
+HELDOUT_WORDS = {"given", "conclude", "concluding", "know", "available", "whenever", "becomes", "possessing", "grants",
+                 "access", "acquired"}
 
 
 def test_wording_forms_parse_in_every_combination_and_avoid_the_heldout_words():
@@ -190,6 +191,37 @@ def test_varied_mix_names_wordings_and_distractors(varied_chains):
                 full = list(chain.base_claims) + list(chain.steps[:k])
                 seen = [full[i] for i in apply_selector(selector, full, step)]
                 assert oracle.entailment_probs([seen], [step]) == oracle.entailment_probs([full], [step])
+
+
+def test_random_wordings_are_new_per_chain_read_back_and_avoid_the_heldout_words():
+    from ares_rerank.training.mix import random_templates, wording_vocabulary
+
+    assert random_templates(7) == random_templates(7) and random_templates(7) != random_templates(8)
+    vocabulary = set(wording_vocabulary())
+    assert len(vocabulary) > 1000 and not vocabulary & HELDOUT_WORDS and "not" not in vocabulary
+    args = MixArguments(num_chains=60, mix_seed=2, random_wording_share=0.5, composed_share=0.0, distractor_share=0.3,
+                        name_styles=list(NAME_STYLES))
+    chains = training_chains(args)
+    randomized = [c for c in chains if c.meta["template"].startswith("r")]
+    assert 15 <= len(randomized) <= 45 and len({c.meta["template"] for c in randomized}) == len(randomized)
+    # distractors are English sentences whatever the wording: the random words are the rest
+    written = {w.strip(".,;:?()").lower() for c in randomized for claim in c.claims for w in claim.split()
+               if claim not in {text for _, text in c.meta.get("distractors", [])}}
+    names = {w.lower() for c in randomized for name in c.meta["names"] for w in name.split()}  # a state may be "TO"
+    heldout_vocabulary = {w.strip(".,;:?()") for t in HELDOUT_TEMPLATES.values() for form in (t.rule, t.fact, t.step)
+                          for w in form.lower().split() if "{" not in w}
+    assert HELDOUT_WORDS <= heldout_vocabulary and not (written - names) & heldout_vocabulary
+    for chain in randomized:  # the oracle reads every random wording back: the labels are the chain's own
+        oracle = _oracle(chain)
+        for k, step in enumerate(chain.steps):
+            sound = list(chain.base_claims) + [x for x, y in zip(chain.steps[:k], chain.labels[:k]) if y == 0]
+            assert oracle.entailment_probs([sound], [step]) == [1.0 - chain.labels[k]], chain.id
+    # a share of 0 draws nothing: older mixes are unchanged
+    plain = MixArguments(num_chains=20, mix_seed=2)
+    assert [c.id for c in training_chains(plain)] == [c.id for c in training_chains(
+        MixArguments(num_chains=20, mix_seed=2, random_wording_share=0.0))]
+    with pytest.raises(ValueError, match="random_wording_share"):
+        MixArguments(random_wording_share=1.5)
 
 
 def test_distractors_share_names_but_change_no_truth():
@@ -272,6 +304,21 @@ def test_evaluation_sets_hold_out_recipes_and_wordings():
     results = evaluate_head(None, ["available-10", "multiword-10"], n=10, log=lambda _: None,
                             oracle_selection="relevant:6")
     assert all(r["ares"]["f1"] == r["ares"]["f1_at_0.5"] == 1.0 for r in results.values())
+
+
+def test_the_recipe_configs_parse_and_chain_their_stages():
+    from ares_rerank.training.head import parse_args
+    from training import train_default_head
+
+    for stages in (train_default_head.STAGES, train_default_head.VARIED_STAGES):
+        previous = None
+        for _, config, _ in stages:
+            mix, head_args = parse_args([str(config)])
+            if previous is not None:  # run alone, each stage starts from the head its previous stage writes
+                assert head_args.init_adapter == f"{previous}/head"
+            previous = head_args.output_dir
+    mix, head_args = parse_args([str(train_default_head.STAGES[-1][1])])
+    assert head_args.calibration_method == "temperature" and mix.random_wording_share == 0.5
 
 
 def test_parse_args_reads_yaml_and_lets_flags_override(tmp_path):
@@ -386,6 +433,8 @@ def test_init_adapter_continues_from_a_saved_head(tmp_path, tiny_nli_path):
         match = [v for k, v in saved.items() if k.replace(".weight", "") in name.replace(".default", "")]
         assert match and torch.equal(match[0], value)
     assert any(p.requires_grad for n, p in model.named_parameters() if "lora_" in n)  # trainable, not frozen
+    saves = model.peft_config["default"].modules_to_save  # a continued adapter names each saved module once
+    assert saves and len(saves) == len(set(saves))
 
 
 @pytest.mark.slow
@@ -566,7 +615,7 @@ def test_default_head_recipe_stops_when_a_stage_collapsed():
         check_not_collapsed("stage1", {"test": {"accuracy": 0.65}, **splits})
 
 
-def test_recipes_parse_the_shipped_v2_mix_and_the_varied_one_exports_nothing(tmp_path, monkeypatch):
+def test_recipes_parse_the_shipped_mix_and_the_varied_one_exports_nothing(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
     from training import train_default_head
@@ -586,12 +635,16 @@ def test_recipes_parse_the_shipped_v2_mix_and_the_varied_one_exports_nothing(tmp
     assert args2.export_dir in ("", None) and args2.init_adapter == str(tmp_path / "v" / "default_head_stage1" / "head")
     seen.clear()
     assert train_default_head.main(["--runs_dir", str(tmp_path / "d"), "--export_dir", ""]) == 0
-    (mix1, _), (mix2, args2), (mix3, args3) = seen  # the shipped recipe: v2's mix, pinned against generator defaults
+    # the shipped recipe: v2's mix, pinned against generator defaults, then stage 4's random wordings
+    (mix1, _), (mix2, args2), (mix3, args3), (mix4, args4) = seen
     assert args2.init_adapter == str(tmp_path / "d" / "default_head_stage1" / "head")
     assert args3.init_adapter == str(tmp_path / "d" / "default_head" / "head") and args3.export_dir == ""
+    assert args4.init_adapter == str(tmp_path / "d" / "default_head_stage3" / "head") and args4.export_dir == ""
     assert mix3.first_index == 4_000_000 and mix3.num_chains == 3000 and args3.max_steps == 2400
+    assert mix4.first_index == 6_000_000 and mix4.random_wording_share == 0.5 and "multi" in mix4.name_styles
+    for mix in (mix1, mix2, mix3, mix4):
+        assert mix.templates == ["paper", "hold", "make", "implies"] and mix.composed_share == 0
+        assert mix.distractor_share == 0 and mix.recipe_share == 0
     for mix in (mix1, mix2, mix3):
-        assert mix.templates == ["paper", "hold", "make", "implies"] and mix.name_styles == ["letter", "pair", "quad",
-                                                                                           "word"]
-        assert mix.composed_share == 0 and mix.distractor_share == 0 and mix.recipe_share == 0
+        assert mix.name_styles == ["letter", "pair", "quad", "word"] and mix.random_wording_share == 0
     assert json.loads((tmp_path / "d" / "recipe.json").read_text())["recipe"] == "default"

@@ -68,11 +68,13 @@ EVAL_SETS: dict[str, tuple[Callable[[int], list[Chain]], str]] = {
     "multiword-10": (_renamed(10, "multi"), "unseen multi-word names"),
     "reworded-10": (_vanilla(10, templates=HELDOUT_TEMPLATES["given"]), "held-out wording (given)"),
     "available-10": (_vanilla(10, templates=HELDOUT_TEMPLATES["available"]), "held-out wording (available)"),
+    "acquired-10": (_vanilla(10, templates=HELDOUT_TEMPLATES["acquired"]), "held-out wording (acquired)"),
     "recipes": (lambda n: load_recipes(n), "recipes, all graphs (training graphs too)"),
     "recipes-heldout": (_heldout_recipes, "recipes, held-out graphs only"),
 }
 DEFAULT_N = {"claimtrees-30": 50, "claimtrees-50": 50, "recipes": 50, "recipes-heldout": 100}
-_SET_TEMPLATES = {"reworded-10": HELDOUT_TEMPLATES["given"], "available-10": HELDOUT_TEMPLATES["available"]}
+_SET_TEMPLATES = {"reworded-10": HELDOUT_TEMPLATES["given"], "available-10": HELDOUT_TEMPLATES["available"],
+                  "acquired-10": HELDOUT_TEMPLATES["acquired"]}
 
 
 def set_oracle(name: str, selection: str = "relevant:6") -> Any:

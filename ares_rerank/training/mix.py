@@ -183,8 +183,8 @@ HELDOUT_TEMPLATES: dict[str, ClaimTreesTemplates] = {
         fact="{p} is available.",
         step="Since {p} is available and {q} becomes available whenever {p} is available, {q} is available now.",
     ),
-    # Written after the random wordings were revised against `available`'s errors, and never looked at before the
-    # head was measured on it: the clean held-out wording (training/README.md).
+    # Written after the random wordings were revised against `given`'s and `available`'s errors, so it shaped no
+    # form: the cleanest held-out wording (training/README.md).
     "acquired": ClaimTreesTemplates(
         rule="Possessing {p} grants access to {q}.",
         fact="{p} has been acquired.",

@@ -54,6 +54,8 @@ def _heldout_recipes(n: int) -> list[Chain]:
     return [c for c in load_recipes(100) if c.meta["recipe"] in HELDOUT_RECIPES][:n]
 
 
+# held-out wording sets -> their key in HELDOUT_TEMPLATES (the loader and set_oracle read the same templates)
+_WORDING_SETS = {"reworded-10": "given", "available-10": "available", "acquired-10": "acquired"}
 # name -> (loader of the first n chains, group for the report)
 EVAL_SETS: dict[str, tuple[Callable[[int], list[Chain]], str]] = {
     "claimtrees-5": (_vanilla(5), "in-distribution"),
@@ -66,15 +68,13 @@ EVAL_SETS: dict[str, tuple[Callable[[int], list[Chain]], str]] = {
     "3char-10": (_vanilla(10, name_length=3), "held-out names (3 characters)"),
     "3char-20": (_vanilla(20, name_length=3), "held-out names (3 characters)"),
     "multiword-10": (_renamed(10, "multi"), "unseen multi-word names"),
-    "reworded-10": (_vanilla(10, templates=HELDOUT_TEMPLATES["given"]), "held-out wording (given)"),
-    "available-10": (_vanilla(10, templates=HELDOUT_TEMPLATES["available"]), "held-out wording (available)"),
-    "acquired-10": (_vanilla(10, templates=HELDOUT_TEMPLATES["acquired"]), "held-out wording (acquired)"),
+    **{name: (_vanilla(10, templates=HELDOUT_TEMPLATES[key]), f"held-out wording ({key})")
+       for name, key in _WORDING_SETS.items()},
     "recipes": (lambda n: load_recipes(n), "recipes, all graphs (training graphs too)"),
     "recipes-heldout": (_heldout_recipes, "recipes, held-out graphs only"),
 }
 DEFAULT_N = {"claimtrees-30": 50, "claimtrees-50": 50, "recipes": 50, "recipes-heldout": 100}
-_SET_TEMPLATES = {"reworded-10": HELDOUT_TEMPLATES["given"], "available-10": HELDOUT_TEMPLATES["available"],
-                  "acquired-10": HELDOUT_TEMPLATES["acquired"]}
+_SET_TEMPLATES = {name: HELDOUT_TEMPLATES[key] for name, key in _WORDING_SETS.items()}
 
 
 def set_oracle(name: str, selection: str = "relevant:6") -> Any:

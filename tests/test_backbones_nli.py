@@ -39,6 +39,23 @@ def test_two_and_three_way_heads_match_direct_transformers(request, fixture, ind
     assert len(set(got)) == 3  # a non-degenerate model: different inputs, different scores
 
 
+def test_softmax_pick_is_the_calibrated_probability_calibration_fits():
+    """The head's probability at inference and the one calibration fits and reports are one formula."""
+    from ares_rerank.backbones.hf import softmax_pick
+    from ares_rerank.calibration import entailment_probs_from_logits
+
+    logits = torch.tensor([[2.0, -1.0, 0.5], [-3.0, 4.0, 1.0]])
+    picked = softmax_pick(logits, 2, temperature=1.5, bias=-0.3)
+    assert picked == pytest.approx(entailment_probs_from_logits(logits.numpy(), 2, 1.5, -0.3).tolist(), abs=1e-12)
+    scaled = logits / 1.5
+    scaled[:, 2] -= 0.3
+    assert picked == pytest.approx(torch.softmax(scaled, dim=-1)[:, 2].tolist(), abs=1e-6)
+    one = torch.tensor([[0.7], [-2.0]])  # a single logit: sigmoid(z / T + bias)
+    assert softmax_pick(one, 0, 2.0, 0.1) == pytest.approx(torch.sigmoid(one[:, 0] / 2.0 + 0.1).tolist(), abs=1e-6)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        softmax_pick(torch.tensor([[float("nan"), 0.0]]), 1)
+
+
 def test_label_resolution_and_errors():
     assert entailment_index({0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"}, 3) == 2  # case-insensitive
     assert entailment_index({0: "LABEL_0", 1: "LABEL_1"}, 2) == 1  # 2-way: the positive class

@@ -591,14 +591,13 @@ def clean_claim(text: str, forbidden: Sequence[str]) -> str:
 
 
 def softmax_pick(logits: Any, index: int, temperature: float = 1.0, bias: float = 0.0) -> list[float]:
-    """Probability of class ``index`` per row of ``logits`` (rows, classes) after ``logits / temperature`` and
-    ``bias`` added to class ``index``; a single logit is a sigmoid."""
-    import torch
+    """Probability of class ``index`` per row of ``logits`` (a torch tensor, rows x classes) after ``logits /
+    temperature`` and ``bias`` added to class ``index``; a single logit is a sigmoid. The arithmetic (and its checks:
+    finite logits, a valid scale) is :func:`~ares_rerank.calibration.entailment_probs_from_logits`, the one
+    definition that calibration fits and reports on."""
+    from ..calibration import entailment_probs_from_logits  # calibration imports backbones.hub: import when called
 
-    logits = logits.float() / temperature
-    if logits.shape[-1] == 1:
-        return torch.sigmoid(logits[:, 0] + bias).tolist()
-    if bias:
-        logits[:, index] += bias
-    return torch.softmax(logits, dim=-1)[:, index].tolist()
-
+    z = logits.detach().float().cpu().numpy()
+    if z.shape[-1] == 1:  # binary log-odds: (n,) becomes [0, z], class 1
+        z, index = z[:, 0], 1
+    return entailment_probs_from_logits(z, index, temperature, bias).tolist()

@@ -13,9 +13,9 @@ The mix therefore varies what real chains vary:
   word order, passive voice, "so / hence / therefore / thus / it follows", steps from a few words to three
   sentences, with and without a restated rule); and, for ``random_wording_share`` of the chains, a random wording
   (:func:`random_templates`): sentences of random English words around the names, new for every chain, where only
-  structure says which claim is a rule, a fact or a step. Three more (:data:`HELDOUT_TEMPLATES`: ``given``,
-  ``available`` and ``acquired``) share no verb with any training form and no word with any random wording, and are
-  never trained on.
+  structure says which claim is a rule, a fact or a step. Four more (:data:`HELDOUT_TEMPLATES`: ``given``,
+  ``available``, ``acquired`` and ``attained``) share no verb with any training form and no word with any random
+  wording, and are never trained on.
 - **distractors** (``distractor_share``): base claims that share a step's names but entail nothing it needs: a
   reversed rule, rules into or out of a state from a fresh one, non-assertive mentions, and a true sentence that
   restates the deleted rule ("There is no rule from P to Q."); a distractor that would change any prefix's truth,
@@ -171,7 +171,8 @@ STEP_FORMS: tuple[str, ...] = (
 )
 
 # Never trained on: their verbs ("given", "conclude", "know"; "available", "whenever", "becomes"; "possessing",
-# "grants", "acquired") appear in no training form, and their sentence shapes in none either.
+# "grants", "acquired"; "attaining", "assures", "attained") appear in no training form and in no random wording (a
+# sentence shape may echo one: "Having {p} unlocks {q}." is a training rule).
 HELDOUT_TEMPLATES: dict[str, ClaimTreesTemplates] = {
     "given": ClaimTreesTemplates(
         rule="Given {p}, one may conclude {q}.",
@@ -189,6 +190,13 @@ HELDOUT_TEMPLATES: dict[str, ClaimTreesTemplates] = {
         rule="Possessing {p} grants access to {q}.",
         fact="{p} has been acquired.",
         step="{q} has been acquired too: possessing {p} grants access to {q}, and {p} had been acquired.",
+    ),
+    # Written on 2026-11-27, after v4 shipped, and measured once as it came (training/README.md): a blind check of
+    # the shipped head. Its words are outside the random wordings' vocabulary, so adding it changed no training data.
+    "attained": ClaimTreesTemplates(
+        rule="Attaining {p} assures {q}.",
+        fact="{p} is attained.",
+        step="{p} is attained, and attaining {p} assures {q}; consequently, {q} is attained.",
     ),
 }
 

@@ -103,7 +103,8 @@ class AresConfig:
         metadata={"help": "Exact mode: at most this many distinct backbone inputs per chain and step (the lightest "
                           "beyond it are dropped into the bound), and at most 16x as many masks. In auto mode a chain "
                           "that needs more goes to sampling sooner: 16 asks 25% fewer pairs than 64 on PRMBench and "
-                          "19% fewer on BIG-Bench Mistake with the default head, the same on ClaimTrees."},
+                          "19% fewer on BIG-Bench Mistake with the default head, the same on ClaimTrees. In exact mode "
+                          "a larger value keeps more masks and so a tighter bound on long uncertain chains."},
     )
     prune_mass: float | None = field(
         default=None,

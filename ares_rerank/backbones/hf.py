@@ -35,6 +35,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ..calibration import entailment_probs_from_logits
 from .cache import LRUCache, PairKey, ScoringStats, cached_values, pair_keys
 from .hub import load_model_and_tokenizer
 from .prefix import (
@@ -595,8 +596,6 @@ def softmax_pick(logits: Any, index: int, temperature: float = 1.0, bias: float 
     temperature`` and ``bias`` added to class ``index``; a single logit is a sigmoid. The arithmetic (and its checks:
     finite logits, a valid scale) is :func:`~ares_rerank.calibration.entailment_probs_from_logits`, the one
     definition that calibration fits and reports on."""
-    from ..calibration import entailment_probs_from_logits  # calibration imports backbones.hub: import when called
-
     z = logits.detach().float().cpu().numpy()
     if z.shape[-1] == 1:  # binary log-odds: (n,) becomes [0, z], class 1
         z, index = z[:, 0], 1

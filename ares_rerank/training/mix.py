@@ -185,7 +185,7 @@ HELDOUT_TEMPLATES: dict[str, ClaimTreesTemplates] = {
         step="Since {p} is available and {q} becomes available whenever {p} is available, {q} is available now.",
     ),
     # Written after the random wordings were revised against `given`'s and `available`'s errors, so it shaped no
-    # form: the cleanest held-out wording (training/README.md).
+    # form, though it weighed in choosing stage 4's forms (training/README.md).
     "acquired": ClaimTreesTemplates(
         rule="Possessing {p} grants access to {q}.",
         fact="{p} has been acquired.",

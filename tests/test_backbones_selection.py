@@ -214,7 +214,8 @@ def symbols_only_rule(claims: list[str], hypothesis: str, top_k: int | None) -> 
 
 
 def claimtrees_sets() -> dict[str, list]:
-    from ares_rerank.training.mix import HELDOUT_TEMPLATES, MULTI_WORD_PATTERN, random_names, rename_states
+    from ares_rerank.training.names import MULTI_WORD_PATTERN, random_names, rename_states
+    from ares_rerank.training.wordings import HELDOUT_TEMPLATES
 
     multi = [rename_states(c, random_names(10, "multi", random.Random(i)), "-multi")
              for i, c in enumerate(load_claimtrees(8, 10))]

@@ -275,7 +275,7 @@ def test_max_length_beyond_the_position_table_is_an_error_at_construction(tiny_n
 def test_position_table_offsets_of_roberta_style_models(tiny_nli_path):
     import transformers
 
-    from ares_rerank.backbones.hf import model_window, position_limit
+    from ares_rerank.backbones.tokenization import model_window, position_limit
     from ares_rerank.backbones.nli import EntailmentHead
 
     config = transformers.RobertaConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,

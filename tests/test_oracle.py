@@ -114,7 +114,7 @@ def test_unparsable_or_inconsistent_hypotheses():
 def test_name_pattern_lets_names_have_spaces():
     from dataclasses import replace
 
-    from ares_rerank.training.mix import rename_states
+    from ares_rerank.training.names import rename_states
 
     templates = ClaimTreesTemplates(rule="{p} implies {q}.", fact="{p} is true.", step="{p}, so {q}.")
     plain = claimtrees_vanilla(2, 6, templates=templates)

@@ -12,9 +12,9 @@ from ares_rerank.backbones.oracle import ClaimTreesOracle
 from ares_rerank.backbones.selection import apply_selector, get_selector
 from ares_rerank.chain import Chain
 from ares_rerank.data import load_claimtrees
-from ares_rerank.training.mix import (DISTRACTOR_KINDS, HELDOUT_RECIPES, HELDOUT_TEMPLATES, NAME_STYLES,
-                                     TRAIN_TEMPLATES, MixArguments, add_distractors, composed_templates, random_names,
-                                     rename_states, templates_of, training_chains)
+from ares_rerank.training.mix import DISTRACTOR_KINDS, HELDOUT_RECIPES, MixArguments, add_distractors, training_chains
+from ares_rerank.training.names import NAME_STYLES, random_names, rename_states
+from ares_rerank.training.wordings import HELDOUT_TEMPLATES, TRAIN_TEMPLATES, composed_templates, templates_of
 from ares_rerank.training.pairs import build_pairs, chain_pairs, pairs_dataset, split_chains, subset_masks
 
 
@@ -143,7 +143,8 @@ HELDOUT_WORDS = {"given", "conclude", "concluding", "know", "available", "whenev
 def test_wording_forms_parse_in_every_combination_and_avoid_the_heldout_words():
     import itertools
 
-    from ares_rerank.training.mix import FACT_FORMS, MENTION_FORMS, MISSING_RULE_FORMS, RULE_FORMS, STEP_FORMS
+    from ares_rerank.training.mix import MENTION_FORMS, MISSING_RULE_FORMS
+    from ares_rerank.training.wordings import FACT_FORMS, RULE_FORMS, STEP_FORMS
 
     forms = RULE_FORMS + FACT_FORMS + STEP_FORMS + MENTION_FORMS + MISSING_RULE_FORMS
     assert not {w.strip(".,;:?()").lower() for f in forms for w in f.split()} & HELDOUT_WORDS
@@ -194,7 +195,7 @@ def test_varied_mix_names_wordings_and_distractors(varied_chains):
 
 
 def test_random_wordings_are_new_per_chain_read_back_and_avoid_the_heldout_words():
-    from ares_rerank.training.mix import random_templates, wording_vocabulary
+    from ares_rerank.training.wordings import random_templates, wording_vocabulary
 
     assert random_templates(7) == random_templates(7) and random_templates(7) != random_templates(8)
     vocabulary = set(wording_vocabulary())

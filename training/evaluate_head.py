@@ -30,7 +30,9 @@ from ares_rerank.data import load_claimtrees, load_recipes
 from ares_rerank.data.claimtrees import ClaimTreesTemplates
 from ares_rerank.estimator import AresConfig
 from ares_rerank.scoring import score_chains
-from ares_rerank.training.mix import HELDOUT_RECIPES, HELDOUT_TEMPLATES, TRAIN_LENGTHS, random_names, rename_states
+from ares_rerank.training.mix import HELDOUT_RECIPES, TRAIN_LENGTHS
+from ares_rerank.training.names import MULTI_WORD_PATTERN, random_names, rename_states
+from ares_rerank.training.wordings import HELDOUT_TEMPLATES
 
 
 __all__ = ["EVAL_SETS", "evaluate_head", "main", "set_oracle"]
@@ -90,8 +92,6 @@ def set_oracle(name: str, selection: str = "relevant:6") -> Any:
     else:
         templates = _SET_TEMPLATES.get(name, ClaimTreesTemplates())
         if name.startswith("multiword"):
-            from ares_rerank.training.mix import MULTI_WORD_PATTERN
-
             templates = ClaimTreesTemplates(templates.rule, templates.fact, templates.step, MULTI_WORD_PATTERN)
         oracle = ClaimTreesOracle(templates)
     return SelectingBackbone(oracle, selection)

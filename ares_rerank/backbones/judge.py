@@ -22,7 +22,8 @@ import re
 from typing import Any, Sequence
 
 from .cache import LRUCache, ScoringStats, cached_value
-from .hf import HFBackbone, special_prefix, wants_chat_template
+from .hf import HFBackbone
+from .tokenization import special_prefix, wants_chat_template
 
 
 __all__ = [

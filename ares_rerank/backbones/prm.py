@@ -28,9 +28,9 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .cache import cached_value
-from .hf import (
+from .hf import HFBackbone
+from .tokenization import (
     MARKER,
-    HFBackbone,
     clean_claim,
     encode_with_markers,
     single_token_id,
@@ -67,7 +67,7 @@ def render_prm_text(
         use_chat_template: ``None`` = use it when the tokenizer has one.
 
     Returns:
-        The text a served PRM (or :func:`~ares_rerank.backbones.hf.encode_with_markers`) tokenizes.
+        The text a served PRM (or :func:`~ares_rerank.backbones.tokenization.encode_with_markers`) tokenizes.
     """
     forbidden = [MARKER] + ([step_tag] if step_tag.strip() else [])  # a whitespace tag stays in claims
     question = "\n".join(clean_claim(c, forbidden) for c in base_claims)

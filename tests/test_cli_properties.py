@@ -94,3 +94,22 @@ def test_estimator_flags_end_in_results_or_one_line(tmp_path_factory, capsys, fl
         code = done.code
     captured = capsys.readouterr()
     _check(code, captured.out, captured.err, 1)
+
+
+def test_help_of_every_command_prints_and_exits_zero(capsys):
+    """``--help`` formats every option's help text through argparse's %-formatting: a literal "%" in a help string
+    (a field's metadata such as "25% fewer") used to end ``score --help`` in a TypeError traceback."""
+    import pytest
+
+    from ares_rerank.cli import SUBCOMMANDS
+
+    commands = [[name] for name in SUBCOMMANDS if name != "train"] + [["train", "head"], ["train", "prm"], []]
+    for command in commands:
+        with pytest.raises(SystemExit) as done:
+            main([*command, "--help"])
+        assert done.value.code == 0, command
+        out = capsys.readouterr().out
+        assert out.startswith("usage:") and "--help" in out, command
+    with pytest.raises(SystemExit):
+        main(["score", "--help"])
+    assert "25% fewer" in capsys.readouterr().out  # printed as written, not doubled

@@ -71,8 +71,9 @@ def add_config_arguments(parser: argparse.ArgumentParser, exclude: Sequence[str]
         kind, extra = _argparse_type(hints[field.name])
         extra.update({k: v for k, v in field.metadata.items() if k != "help"})
         default = None if field.default is dataclasses.MISSING else field.default
+        text = field.metadata.get("help", "").replace("%", "%%")  # argparse %-formats help ("25% fewer" broke it)
         group.add_argument(_flag(field.name), dest=field.name, type=kind, default=default,
-                           help=f"{field.metadata.get('help', '')} (default: {default})", **extra)
+                           help=f"{text} (default: {default})", **extra)
 
 
 def config_from_args(args: argparse.Namespace) -> Any:

@@ -37,14 +37,15 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[tuple[int, Any]]:
 
     Raises:
         FileNotFoundError: The file does not exist (the message names it).
-        ValueError: A line is not JSON (the message names the file and line).
+        ValueError: The file is not UTF-8, or a line is not JSON (the message names the file and line).
     """
-    if str(path) == "-":
-        lines = sys.stdin.read().splitlines()
-    else:
-        if not Path(path).is_file():
-            raise FileNotFoundError(f"input file {str(path)!r} does not exist (or is not a file).")
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    if str(path) != "-" and not Path(path).is_file():
+        raise FileNotFoundError(f"input file {str(path)!r} does not exist (or is not a file).")
+    try:
+        lines = (sys.stdin.read() if str(path) == "-" else Path(path).read_text(encoding="utf-8")).splitlines()
+    except UnicodeDecodeError as err:
+        raise ValueError(f"input file {str(path)!r} is not UTF-8 text (byte {err.start}: {err.reason}): save it as "
+                         "UTF-8 JSON lines.") from err
     records = []
     for lineno, line in enumerate(lines, 1):
         if not line.strip():

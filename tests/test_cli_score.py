@@ -67,3 +67,14 @@ def test_step_separator_has_one_escaping_rule():
 
     assert step_separator("\\n\\n") == "\n\n" and step_separator("\\t") == "\t" and step_separator("###") == "###"
     assert step_separator("sentences") is None and step_separator("→\\n") == "→\n"
+
+
+def test_score_input_that_is_not_utf8_is_a_clear_error(tmp_path, capsys):
+    """A non-UTF-8 input file used to end in the codec's bare message ("'utf-8' codec can't decode byte 0xff..."),
+    naming neither the file nor the fix."""
+    data = tmp_path / "latin1.jsonl"
+    data.write_bytes(b'{"base_claims": ["caf\xe9"], "steps": ["I have A"]}\n')
+    assert main(["score", str(data), "--backbone", "claimtrees-oracle", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "latin1.jsonl" in err and "not UTF-8" in err and "save it as UTF-8" in err, err
+    assert len(err.splitlines()) == 1

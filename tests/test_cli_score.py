@@ -67,6 +67,17 @@ def test_step_separator_has_one_escaping_rule():
 
     assert step_separator("\\n\\n") == "\n\n" and step_separator("\\t") == "\t" and step_separator("###") == "###"
     assert step_separator("sentences") is None and step_separator("→\\n") == "→\n"
+    assert step_separator("\\\\") == "\\"
+
+
+def test_step_separator_with_an_unfinished_escape_names_the_flag(tmp_path, capsys):
+    """A lone backslash used to end in "'unicodeescape' codec can't decode byte 0x5c ...", naming no flag."""
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps({"prompt": "I have A", "completion": "I have A"}) + "\n")
+    for separator in ("\\", "\\x4"):
+        assert main(["score", str(data), "--backbone", "claimtrees-oracle", "--step-separator", separator]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "--step-separator=" in err and "unfinished escape" in err and len(err.splitlines()) == 1, err
 
 
 def test_score_input_that_is_not_utf8_is_a_clear_error(tmp_path, capsys):

@@ -181,7 +181,13 @@ def step_separator(text: str) -> str | None:
         return None
     if text == "":
         raise ValueError("--step-separator='' would make every character a step: give e.g. '\\n\\n' or 'sentences'.")
-    return text.encode("latin-1", "backslashreplace").decode("unicode_escape") if "\\" in text else text
+    if "\\" not in text:
+        return text
+    try:
+        return text.encode("latin-1", "backslashreplace").decode("unicode_escape")
+    except UnicodeDecodeError as err:  # a trailing backslash, or an unfinished escape such as \x4
+        raise ValueError(f"--step-separator={text!r} has an unfinished escape ({err.reason}): write '\\n' or '\\t', "
+                         "or '\\\\' for a backslash.") from err
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, batch_size: int, unit: str) -> None:

@@ -39,6 +39,29 @@ def test_special_names(tmp_path, monkeypatch):
         load_backbone("default", kind="judge")
 
 
+def test_a_missing_or_empty_model_folder_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    """``--backbone ./no-such-folder`` used to end in transformers' "OSError: Repo id must use alphanumeric chars"
+    (offline: "We couldn't connect to 'https://huggingface.co'"), and an empty folder in "Unrecognized model ... should
+    have a `model_type` key in its config.json"; neither said the folder is missing or holds no model."""
+    from ares_rerank.cli import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for name in ("./no-such-folder", str(tmp_path / "no-such-folder"), "no-such-owner/no-such-model"):
+        with pytest.raises(ValueError, match="is not a local folder and did not load as a Hugging Face hub id"):
+            load_backbone(name)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="without config.json or adapter_config.json"):
+        load_backbone(tmp_path / "empty")
+    for name, error in (("", ValueError), (None, TypeError), (5, TypeError)):
+        with pytest.raises(error, match="must name a backbone"):
+            load_backbone(name)
+    chains = tmp_path / "in.jsonl"
+    chains.write_text('{"base_claims": ["I have A"], "steps": ["I have A"]}\n')
+    assert main(["score", str(chains), "--backbone", "./no-such-folder", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "backbone './no-such-folder' is not a local folder" in err and "ARES_DEBUG" not in err, err
+
+
 def test_kind_detected_from_a_token_classifier(tiny_prm_path):
     assert isinstance(load_backbone(tiny_prm_path, device="cpu", dtype="float32"), StepTagPRM)
 

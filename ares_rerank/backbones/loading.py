@@ -200,7 +200,10 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
 
     Raises:
         ValueError: An unknown kind, a kind or options given with a ``"module:attr"`` spec (or a spec that does not
-            import), or a name whose kind cannot be detected; the message says what to pass.
+            import), a name whose kind cannot be detected, or a name that is no local folder and does not load from
+            the Hub; the message says what to pass.
+        FileNotFoundError: A local folder without ``config.json`` or ``adapter_config.json``.
+        TypeError: ``name_or_path`` is not a string or path (an empty one is a ValueError).
 
     Example:
         >>> oracle = load_backbone("claimtrees-oracle")
@@ -211,6 +214,10 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
     """
     if kind is not None and kind not in KINDS:
         raise ValueError(f"kind={kind!r} is unknown: use one of {list(KINDS)}, or None to detect it from the config.")
+    if not isinstance(name_or_path, (str, Path)) or not str(name_or_path).strip():
+        error = ValueError if isinstance(name_or_path, (str, Path)) else TypeError
+        raise error(f"load_backbone(name_or_path={name_or_path!r}) must name a backbone: 'default', a model folder or "
+                    "hub id, 'claimtrees-oracle', or 'package.module:attr'.")
     name = str(name_or_path)
     if name == "claimtrees-oracle":
         return import_object(ORACLE)(**kwargs)
@@ -225,6 +232,22 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
             f"{name!r} is a server URL: say what it serves, kind='openai' (an LLM judge on an OpenAI-compatible "
             "server) or kind='vllm-pooling' (a PRM on vLLM's /pooling; pass tokenizer= too)."
         )
-    if kind is None:
-        kind = _detect_from_files(name, kwargs)
-    return backbone_class(kind).from_pretrained(name_or_path, **kwargs)
+    if kind in SERVED_KINDS:
+        return backbone_class(kind).from_pretrained(name_or_path, **kwargs)
+    if Path(name).is_dir() and not any((Path(name) / f).is_file() for f in ("config.json", "adapter_config.json")):
+        raise FileNotFoundError(
+            f"backbone {name!r} is a folder without config.json or adapter_config.json, so no saved model: point it "
+            "at the folder save_pretrained wrote (or 'default' for the shipped head)."
+        )
+    try:
+        if kind is None:
+            kind = _detect_from_files(name, kwargs)
+        return backbone_class(kind).from_pretrained(name_or_path, **kwargs)
+    except OSError as err:
+        if Path(name).exists():
+            raise
+        raise ValueError(
+            f"backbone {name!r} is not a local folder and did not load as a Hugging Face hub id "
+            f"({' '.join(str(err).split())}): check the path, or for a hub model go online or download it first "
+            "(HF_HUB_OFFLINE=1 reads only the local cache)."
+        ) from err

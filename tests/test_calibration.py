@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -141,6 +142,28 @@ def test_bad_inputs_name_the_problem():
         expected_calibration_error([1.5], [1])
     with pytest.raises(ValueError, match="temperature"):
         write_calibration("/tmp", {"temperature": -1})
+
+
+@pytest.mark.parametrize("row, match", [
+    ({"premises": "I have A", "hypothesis": "I have A", "label": 1}, "premises='I have A' must be a list of strings"),
+    ({"premises": ["I have A"], "hypothesis": None, "label": 1}, "hypothesis=None must be a non-empty string"),
+    ({"premises": ["I have A"], "hypothesis": "I have A", "label": 7}, "label=7 must be 1 (entailed) or 0"),
+    ({"premises": ["I have A"], "hypothesis": "I have A", "label": "yes"}, "label='yes' must be 1"),
+    ({"premises": ["I have A"], "hypothesis": "I have A", "class": -1}, "class=-1 must be a class index"),
+])
+def test_calibrate_pairs_of_the_wrong_form_name_file_line_and_field(tmp_path, row, match):
+    """A string ``premises`` was read as one premise per character, a null hypothesis scored as "None" and a label
+    such as 7 counted as "not entailed": each silently changed the fitted temperature. ``"yes"`` ended in int()'s
+    bare "invalid literal" message."""
+    from ares_rerank.commands.calibrate import read_pairs
+
+    pairs = tmp_path / "pairs.jsonl"
+    ok = {"premise": "I have A", "hypothesis": "I have A", "label": 1.0}
+    pairs.write_text(json.dumps(ok) + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(ValueError, match=f"pairs.jsonl:2 {re.escape(match)}"):
+        read_pairs(str(pairs))
+    pairs.write_text(json.dumps(ok) + "\n")
+    assert read_pairs(str(pairs))[0]["premises"] == ["I have A"]
 
 
 def test_reliability_diagram_writes_a_png(tmp_path):

@@ -65,6 +65,18 @@ def read_pairs(path: str) -> list[dict[str, Any]]:
         if not isinstance(row, dict) or "premises" not in row or "hypothesis" not in row or not (
                 {"label", "class"} & set(row)):
             raise ValueError(f"--pairs {path}:{lineno} needs premises (or premise), hypothesis and label (or class).")
+        premises, hypothesis = row["premises"], row["hypothesis"]
+        if not isinstance(premises, list) or not all(isinstance(p, str) for p in premises):
+            raise ValueError(f"--pairs {path}:{lineno} premises={premises!r} must be a list of strings (one per claim); "
+                             "use \"premise\" for one string.")
+        if not isinstance(hypothesis, str) or not hypothesis.strip():
+            raise ValueError(f"--pairs {path}:{lineno} hypothesis={hypothesis!r} must be a non-empty string.")
+        if "class" in row:
+            if not isinstance(row["class"], int) or isinstance(row["class"], bool) or row["class"] < 0:
+                raise ValueError(f"--pairs {path}:{lineno} class={row['class']!r} must be a class index (0, 1, ...).")
+        elif row["label"] not in (0, 1):
+            raise ValueError(f"--pairs {path}:{lineno} label={row['label']!r} must be 1 (entailed) or 0 (not); give "
+                             "\"class\" for a head with more classes.")
         rows.append(row)
     if not rows:
         raise ValueError(f"--pairs {path} holds no pairs.")

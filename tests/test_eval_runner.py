@@ -112,6 +112,21 @@ def test_eval_writes_under_the_working_directory_by_default(tmp_path, monkeypatc
     assert sorted(p.name for p in (tmp_path / "ares-eval").iterdir()) == ["cache", "w.json", "w.md"]
 
 
+def test_eval_name_and_cache_dir_are_checked_before_any_work(tmp_path, capsys):
+    """``--name ../../x`` wrote its results two folders above --out, and ``--cache-dir`` naming a file failed only after
+    the task and backbone were loaded, with "Not a directory: <file>/<task>/<backbone>" naming no flag."""
+    out, blocker = tmp_path / "out", tmp_path / "file"
+    blocker.write_text("x")
+    base = ["eval", "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "ares", "--out", str(out),
+            "--no-progress"]
+    for name in ("../../x", "a/b", "", ".."):
+        assert cli_main([*base, "--name", name]) == 2
+        assert f"--name={name!r} must be a file stem inside --out" in capsys.readouterr().err
+    assert cli_main([*base, "--cache-dir", str(blocker)]) == 2
+    assert f"--cache-dir={str(blocker)!r} is a file" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "out"] and not any(out.iterdir())
+
+
 def test_backbone_names(tmp_path):
     from ares_rerank import load_backbone
     from ares_rerank.evaluation.backbones import backbone_key

@@ -67,8 +67,8 @@ def read_pairs(path: str) -> list[dict[str, Any]]:
             raise ValueError(f"--pairs {path}:{lineno} needs premises (or premise), hypothesis and label (or class).")
         premises, hypothesis = row["premises"], row["hypothesis"]
         if not isinstance(premises, list) or not all(isinstance(p, str) for p in premises):
-            raise ValueError(f"--pairs {path}:{lineno} premises={premises!r} must be a list of strings (one per claim); "
-                             "use \"premise\" for one string.")
+            raise ValueError(f"--pairs {path}:{lineno} premises={premises!r} must be a list of strings (one per "
+                             "claim); use \"premise\" for one string.")
         if not isinstance(hypothesis, str) or not hypothesis.strip():
             raise ValueError(f"--pairs {path}:{lineno} hypothesis={hypothesis!r} must be a non-empty string.")
         if "class" in row:

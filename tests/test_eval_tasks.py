@@ -114,6 +114,29 @@ def test_processbench_format_errors(tmp_path):
         load_task("processbench", path=str(tmp_path / "missing.jsonl"))
 
 
+def test_data_files_of_another_format_name_the_file_and_the_missing_keys(tmp_path):
+    """A ProcessBench (or ClaimTrees) file given to --task prmbench / bbm ended in "KeyError: 'error_steps'" (an
+    internal-error line in the CLI); a non-object record in "cannot convert dictionary update sequence element #0";
+    a non-UTF-8 file in the codec's bare message."""
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"problem": "p", "steps": ["a"], "label": -1}) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"record 1 \(in other.jsonl\) lacks \['question', 'original_process'"):
+        load_task("prmbench", path=str(other))
+    with pytest.raises(ValueError, match=r"record 1 \(in other.jsonl\) lacks \['input'\]"):
+        load_task("bbm", path=str(other))
+    other.write_text("[1, 2]\n", encoding="utf-8")
+    for task in ("prmbench", "bbm", "processbench"):
+        with pytest.raises(ValueError, match="line 1 is a JSON list; expected one object per record"):
+            load_task(task, path=str(other))
+    other.write_bytes(b'{"problem": "caf\xe9"}\n')
+    with pytest.raises(ValueError, match="other.jsonl' is not UTF-8"):
+        load_task("processbench", path=str(other))
+    broken = tmp_path / "broken.json"
+    broken.write_text('[{"problem": "p"}', encoding="utf-8")
+    with pytest.raises(ValueError, match="broken.json' is not JSON"):
+        load_task("processbench", path=str(broken))
+
+
 def test_synthetic_tasks_and_registry_errors():
     shared_data("recipe_graphs")
     ct = load_task("claimtrees", n=5, length=5, paper_compat=True)

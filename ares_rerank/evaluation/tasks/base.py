@@ -7,7 +7,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from ares_rerank.chain import Chain
 
@@ -84,21 +84,40 @@ def labels_from_first_error(num_steps: int, first_error: int | None, propagate: 
 
 
 def iter_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    """Records of a ``.jsonl`` file (one object a line) or a ``.json`` file holding a list of objects."""
+    """Records of a ``.jsonl`` file (one object a line) or a ``.json`` file holding a list of objects.
+
+    Raises:
+        ValueError: The file is not UTF-8 or not JSON, or a record is not an object; the message names the file.
+    """
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"path={str(path)!r} is not UTF-8 text (byte {err.start}: {err.reason}): save it as UTF-8 "
+                         "JSON.") from err
     if path.suffix == ".json":
-        data = json.loads(text)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"path={str(path)!r} is not JSON ({err}); expected a list of records.") from err
         if not isinstance(data, list):
             raise ValueError(f"path={str(path)!r} holds a JSON {type(data).__name__}; expected a list of records.")
-        yield from data
-        return
-    for line_no, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"path={str(path)!r} line {line_no} is not JSON ({err}); expected JSON lines.") from err
+        records = [(f"record {number}", record) for number, record in enumerate(data, 1)]
+    else:
+        records = []
+        for line_no, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    records.append((f"line {line_no}", json.loads(line)))
+                except json.JSONDecodeError as err:
+                    raise ValueError(
+                        f"path={str(path)!r} line {line_no} is not JSON ({err}); expected JSON lines."
+                    ) from err
+    for where, record in records:
+        if not isinstance(record, dict):
+            raise ValueError(f"path={str(path)!r} {where} is a JSON {type(record).__name__}; expected one object per "
+                             "record.")
+        yield record
 
 
 def first_unsound(labels: tuple[int, ...] | list[int]) -> int:
@@ -106,7 +125,9 @@ def first_unsound(labels: tuple[int, ...] | list[int]) -> int:
     return next((i for i, y in enumerate(labels) if y), -1)
 
 
-def records_from(path: str | os.PathLike[str], pattern: str, *, hub_split: str | None = None) -> list[dict[str, Any]]:
+def records_from(
+    path: str | os.PathLike[str], pattern: str, *, hub_split: str | None = None, required: Sequence[str] = ()
+) -> list[dict[str, Any]]:
     """Records from a file, from every file matching ``pattern`` in a folder (sorted by name), or from a Hugging
     Face Hub dataset id (``owner/name``; needs the network and ``datasets``).
 
@@ -114,23 +135,36 @@ def records_from(path: str | os.PathLike[str], pattern: str, *, hub_split: str |
         path: A ``.jsonl`` / ``.json`` file, a folder, or a hub id.
         pattern: Glob for the files to read inside a folder.
         hub_split: The split to load when ``path`` is a hub id.
+        required: Keys every record must have (the task's format).
 
     Returns:
         The records in file order, each with ``_source`` set to the file name (or hub id) it came from.
+
+    Raises:
+        ValueError: A record lacks a ``required`` key; the message names the source, the record and the keys.
     """
     target = Path(path).expanduser()
     if target.is_file():
-        return [dict(r, _source=target.name) for r in iter_records(target)]
-    if target.is_dir():
+        records = [dict(r, _source=target.name) for r in iter_records(target)]
+    elif target.is_dir():
         files = sorted(target.glob(pattern), key=lambda p: p.name)
         if not files:
             raise FileNotFoundError(f"path={str(path)!r} holds no files matching {pattern!r}; point it at the data.")
-        return [dict(r, _source=f.name) for f in files for r in iter_records(f)]
-    if re.fullmatch(r"[\w.-]+/[\w.-]+", str(path)) and not str(path).startswith("."):
-        return _hub_records(str(path), hub_split)
-    raise FileNotFoundError(
-        f"path={str(path)!r} is neither a file, a folder nor a hub id (owner/name): pass the data's location."
-    )
+        records = [dict(r, _source=f.name) for f in files for r in iter_records(f)]
+    elif re.fullmatch(r"[\w.-]+/[\w.-]+", str(path)) and not str(path).startswith("."):
+        records = _hub_records(str(path), hub_split)
+    else:
+        raise FileNotFoundError(
+            f"path={str(path)!r} is neither a file, a folder nor a hub id (owner/name): pass the data's location."
+        )
+    for number, record in enumerate(records, 1):
+        missing = [key for key in required if key not in record]
+        if missing:
+            raise ValueError(
+                f"path={str(path)!r}: record {number} (in {record['_source']}) lacks {missing}; this task's records "
+                f"need {list(required)}: is this the data of the --task you named?"
+            )
+    return records
 
 
 def _hub_records(dataset_id: str, split: str | None) -> list[dict[str, Any]]:

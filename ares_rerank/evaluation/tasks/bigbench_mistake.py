@@ -68,7 +68,7 @@ def load_task(
     if unknown:
         raise ValueError(f"tasks={tasks!r} has unknown tasks {unknown}: use some of {list(BBM_TASKS)}.")
     source = path if path is not None else shared_data_dir("bigbench_mistake", data_dir)
-    records = records_from(source, "*.jsonl", hub_split="train")
+    records = records_from(source, "*.jsonl", hub_split="train", required=("input", "steps"))
     if tasks:
         records = [r for r in records if r["_source"].removesuffix(".jsonl") in set(tasks)]
     records = records if n is None else records[:n]

@@ -92,7 +92,8 @@ def load_task(
     if out_of_range not in ("skip", "ignore"):
         raise ValueError(f"out_of_range={out_of_range!r} is unknown: use 'skip' (default) or 'ignore'.")
     source = path if path is not None else shared_data_dir("prmbench", data_dir)
-    records = records_from(source, _PATTERNS[split], hub_split=split)
+    records = records_from(source, _PATTERNS[split], hub_split=split,
+                           required=("question", "original_process", "modified_process", "error_steps"))
     if classifications:
         records = [r for r in records if r.get("classification") in set(classifications)]
     in_range = [all(int(e) <= len(r["modified_process"]) for e in r["error_steps"]) for r in records]

@@ -69,6 +69,9 @@ def test_kind_detected_from_a_token_classifier(tiny_prm_path):
 def test_device_and_dtype_selection():
     assert select_device("cpu").type == "cpu"
     assert select_device("auto").type in ("cpu", "cuda", "mps")
+    beyond = f"cuda:{torch.cuda.device_count()}"  # "cuda" on a CPU-only machine used to fail later in an AssertionError
+    with pytest.raises(ValueError, match=f"device='{beyond}': this machine has {torch.cuda.device_count()} usable"):
+        select_device(beyond)
     assert select_dtype("auto", torch.device("cpu")) == torch.float32  # bf16 was slower on CPU
     assert select_dtype("bf16", torch.device("cpu")) == torch.bfloat16
     with pytest.raises(ValueError, match="dtype='int3'"):

@@ -176,9 +176,15 @@ def select_device(device: Any = "auto") -> Any:
             return torch.device("mps")
         return torch.device("cpu")
     try:
-        return torch.device(device)
+        resolved = torch.device(device)
     except (RuntimeError, TypeError) as err:
         raise ValueError(f"device={device!r} is not a torch device: use 'auto', 'cpu', 'cuda' or 'cuda:0'.") from err
+    if resolved.type == "cuda" and torch.cuda.device_count() <= (resolved.index or 0):
+        raise ValueError(f"device={device!r}: this machine has {torch.cuda.device_count()} usable CUDA GPU(s) (a CUDA "
+                         "build of torch and a visible GPU are needed): use 'auto' or 'cpu', or a GPU index it has.")
+    if resolved.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ValueError(f"device={device!r}: Apple MPS is not available here: use 'auto' or 'cpu'.")
+    return resolved
 
 
 def select_dtype(dtype: Any, device: Any) -> Any:

@@ -203,8 +203,11 @@ def _required_samples(num_steps: int, eps: float, delta: float) -> float:
 
 def sample_size(num_steps: int, eps: float = 0.1, delta: float = 0.1) -> int:
     """Trajectories needed for the guarantee on a chain of ``num_steps`` steps: ``ceil(ln(2m/delta) / (2 eps^2))``."""
-    if num_steps < 1:
-        raise ValueError(f"sample_size(num_steps={num_steps}) needs at least one step.")
+    if not _is_int(num_steps) or num_steps < 1:
+        raise ValueError(f"sample_size(num_steps={num_steps!r}) needs a whole number of steps, at least one.")
+    for name, value in (("eps", eps), ("delta", delta)):
+        if not _is_number(value) or not 0.0 < float(value) < 1.0:
+            raise ValueError(f"sample_size({name}={value!r}) must be a number in (0, 1), e.g. {name}=0.1.")
     needed = _required_samples(num_steps, eps, delta)
     if not math.isfinite(needed):
         raise ValueError(f"sample_size(eps={eps!r}) needs more trajectories than a float can count: raise eps.")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 import tracemalloc
@@ -125,6 +126,17 @@ def test_sample_mode_checks_the_bound_when_configured():
     with pytest.raises(ValueError, match="eps=1e-200"):
         sample_size(10, eps=1e-200)
     assert AresConfig(eps=1e-5, mode="exact").max_samples == 100_000
+
+
+@pytest.mark.parametrize("args, match", [((3, 0.1, 2), "delta=2"), ((3, 0.1, 0), "delta=0"), ((3, 0.1, -1), "delta=-1"),
+                                         ((3, float("nan"), 0.1), "eps=nan"), ((1.5, 0.1, 0.1), "num_steps=1.5"),
+                                         (("3", 0.1, 0.1), "num_steps='3'")])
+def test_sample_size_refuses_values_outside_its_domain(args, match):
+    """``sample_size(3, delta=2)`` returned 55 (a guarantee for a "probability" of 2), delta=-1 ended in math's bare
+    "math domain error", and ``num_steps=1.5`` gave a count for a fractional chain."""
+    with pytest.raises(ValueError, match=re.escape(f"sample_size({match})")):
+        sample_size(*args)
+    assert sample_size(10, 0.1, 0.1) == 265
 
 
 def test_max_samples_raises_the_bound_and_changes_no_score_or_cache_key():

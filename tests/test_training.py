@@ -330,6 +330,13 @@ def test_parse_args_reads_yaml_and_lets_flags_override(tmp_path):
     config.write_text("not_an_argument: 1\n")
     with pytest.raises(ValueError, match="not_an_argument"):
         parse_args([str(config)])
+    # broken YAML ended in yaml's ParserError (an internal-error line in the CLI); a list in "config keys [1, 2]"
+    config.write_text("a: [1\n")
+    with pytest.raises(ValueError, match=r"config '.*c\.yaml' is not valid YAML"):
+        parse_args([str(config)])
+    config.write_text("- 1\n- 2\n")
+    with pytest.raises(ValueError, match="holds a YAML list; expected a mapping"):
+        parse_args([str(config)])
 
 
 def _tiny_args(tmp_path, base, **overrides):

@@ -407,7 +407,14 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[MixArguments, HeadTra
     if argv and argv[0].endswith((".yaml", ".yml")):
         import yaml
 
-        config = yaml.safe_load(Path(argv.pop(0)).read_text()) or {}
+        path = argv.pop(0)
+        try:
+            config = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as err:
+            raise ValueError(f"config {path!r} is not valid YAML ({' '.join(str(err).split())}).") from err
+        if not isinstance(config, dict):
+            raise ValueError(f"config {path!r} holds a YAML {type(config).__name__}; expected a mapping of "
+                             "argument: value, e.g. 'max_steps: 200'.")
         known = {a.dest for a in parser._actions}
         unknown = sorted(set(config) - known)
         if unknown:

@@ -143,7 +143,7 @@ class AresConfig:
         if self.mode not in _MODES:
             raise ValueError(f"AresConfig(mode={self.mode!r}) is not one of {_MODES}.")
         masks = self.max_masks
-        if not isinstance(masks, int) or isinstance(masks, bool) or not 1 <= masks <= MAX_MASKS:
+        if not _is_int(masks) or not 1 <= masks <= MAX_MASKS:
             raise ValueError(
                 f"AresConfig(max_masks={self.max_masks!r}) must be an integer in [1, {MAX_MASKS}], e.g. 16 (exact mode "
                 f"holds up to 16 x max_masks masks of a chain; beyond that, use mode='sample')."
@@ -162,6 +162,15 @@ class AresConfig:
                 f"AresConfig(max_samples={self.max_samples!r}) must be a positive integer (trajectories per chain), "
                 f"e.g. {DEFAULT_MAX_SAMPLES}."
             )
+        # numpy scalars pass the checks above; store plain Python numbers (cache keys and JSON records read them)
+        for name in ("eps", "delta", "prior", "threshold"):
+            setattr(self, name, float(getattr(self, name)))
+        for name in ("seed", "max_masks", "max_samples"):
+            setattr(self, name, int(getattr(self, name)))
+        if self.prune_mass is not None:
+            self.prune_mass = float(self.prune_mass)
+        if self.base_priors is not None:
+            self.base_priors = [float(p) for p in self.base_priors]
         if self.mode == "sample":  # the shortest chain (one step) must fit; longer chains are checked when sampled
             check_sample_size(1, self)
 
@@ -186,7 +195,8 @@ class AresConfig:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A real number, numpy scalars included (``np.float32(0.1)`` from a config), but not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
 def _is_int(value: Any) -> bool:

@@ -469,3 +469,21 @@ def test_whole_chain_answers_are_checked_like_pair_answers():
 
     with pytest.raises(TypeError, match="returned dict"):
         score_chains([Chain(["p"], ["a", "b"])], DictJudge(), method="llm-judge")
+
+
+def test_numpy_scalars_are_accepted_and_stored_as_python_numbers():
+    import dataclasses
+    import json
+
+    import numpy as np
+
+    from ares_rerank.estimator import AresConfig
+
+    config = AresConfig(eps=np.float32(0.2), delta=np.float64(0.05), prior=np.float32(1.0), seed=np.int64(3),
+                        max_masks=np.int32(8), prune_mass=np.float32(0.1), base_priors=np.array([1.0, 0.9]))
+    assert type(config.eps) is float and type(config.seed) is int and type(config.max_masks) is int
+    assert config.base_priors == [1.0, pytest.approx(0.9)] and all(type(p) is float for p in config.base_priors)
+    json.dumps(dataclasses.asdict(config))  # records and cache keys serialize it
+    for bad in ({"eps": np.bool_(True)}, {"max_masks": 8.0}, {"seed": np.float64(1.0)}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            AresConfig(**bad)

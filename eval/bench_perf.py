@@ -175,7 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = benchmark(task.chains, backbone, methods, config, args.repeats, args.premise_selection)
     load_options = options.backbone_options(args)
     result.update({"task": task.name, "backbone": args.backbone, "backbone_options": load_options,
-                   "machine": machine_description(), "prior": args.prior, "premise_selection": args.premise_selection})
+                   "machine": machine_description(), "prior": args.prior, "eps": config.eps, "delta": config.delta,
+                   "mode": config.mode, "premise_selection": args.premise_selection})
     loaded = f" {json.dumps(load_options)}" if load_options else ""
     print(f"{task.name}, N = {result['num_chains']} chains ({result['num_steps']} steps), backbone "
           f"{args.backbone}{loaded}, ARES p = {args.prior}, eps = delta = {args.eps}/{args.delta}; {result['machine']}\n")

@@ -33,6 +33,7 @@ from ares_rerank.scoring import score_chains
 
 from . import CACHE_DIR, ROOT as REPO
 from .bench_cost import cost_markdown, cost_rows, cost_series
+from .bench_floor import floor_markdown
 from .bench_perf import benchmark, machine_description, perf_markdown
 
 FIGURES = Path(__file__).resolve().parent / "results" / "figures"
@@ -254,13 +255,20 @@ def real_backbone_section(runs: Sequence[tuple[Path, dict[str, Any]]]) -> str:
             parts.append(f"{head} (`{rel}`; {data.get('machine', 'machine not recorded')}):\n\n"
                          + cost_markdown(data["rows"])
                          + f"\n\n![cost against length]({_rel(figure)})")
+        elif "floor_all_steps" in data:  # eval.bench_floor --json
+            loaded = f" with `{json.dumps(data['backbone_options'])}`" if data.get("backbone_options") else ""
+            head = (f"Floor of any estimator with the guarantee, {data['task']}, {data['num_chains']} chains, backbone "
+                    f"`{data['backbone']}`{loaded}, ARES p = {data['prior']}, eps = {data['eps']}, delta = "
+                    f"{data['delta']}")
+            parts.append(f"{head} (`{rel}`; {data['machine']}):\n\n" + floor_markdown(data))
         elif "methods" in data and "num_steps" in data:  # eval.bench_perf --json
             loaded = f" with `{json.dumps(data['backbone_options'])}`" if data.get("backbone_options") else ""
+            eps = f", eps = {data['eps']}" if "eps" in data else ""
             head = (f"Performance, {data.get('task', '?')}, {data.get('num_chains', '?')} chains, backbone "
-                    f"`{data.get('backbone', '?')}`{loaded}, ARES p = {data.get('prior', '?')}")
+                    f"`{data.get('backbone', '?')}`{loaded}, ARES p = {data.get('prior', '?')}{eps}")
             parts.append(f"{head} (`{rel}`; {data.get('machine', 'machine not recorded')}):\n\n" + perf_markdown(data))
         else:
-            raise ValueError(f"{path} is neither an ares_rerank.evaluation.runner result nor an eval.bench_perf --json file.")
+            raise ValueError(f"{path} is neither an ares_rerank.evaluation.runner result nor an eval.bench_perf / bench_cost / bench_floor --json file.")
     return "\n\n".join(parts)
 
 

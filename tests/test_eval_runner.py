@@ -304,3 +304,34 @@ def test_bench_perf_honours_sample(tmp_path, capsys):
     result = json.loads(out.read_text())
     assert result["num_chains"] == 3 and "sample 3/12" in result["task"]  # not all 12 chains
     assert result["backbone_options"] == {} and "torch " in result["machine"]  # what the numbers were measured with
+
+
+def test_bench_floor_counts_sampling_and_exact_floors():
+    import math
+
+    import numpy as np
+
+    from eval.bench_floor import floor_counts
+
+    flat = (np.full(300, 0.5), [f"k{i}" for i in range(300)])  # every input new, every value the same
+    split = (np.tile([0.0, 1.0], 150), ["a", "b"] * 150)  # two inputs of half the mass each
+    floor, every = floor_counts([flat, split], eps=0.1, delta=0.1)
+    range_term = math.ceil(math.log(1 / 0.05) / -math.log(0.8))  # delta' = delta / m with m = 2
+    assert floor == range_term + 2  # the flat step needs only the range term; the split one is cheaper exactly
+    assert every == 302
+    looser, _ = floor_counts([flat, split], eps=0.1, delta=0.1, simultaneous=False)
+    assert looser == math.ceil(math.log(1 / 0.1) / -math.log(0.8)) + 2 < floor
+
+
+def test_bench_floor_trajectories_follow_the_backbone():
+    from ares_rerank.chain import Chain
+    from eval.bench_floor import sample_trajectories
+
+    chain = Chain(["A"], ["B", "C", "D"])
+    sure = sample_trajectories(chain, FunctionBackbone(lambda p, h: [1.0] * len(h)), num=50)
+    assert [len(set(keys)) for _, keys in sure] == [1, 1, 1]  # every step accepted: one input per step
+    assert sure[2][1][0] == (("A", "B", "C"), "D")
+    never = sample_trajectories(chain, FunctionBackbone(lambda p, h: [0.0] * len(h)), num=50)
+    assert never[2][1][0] == (("A",), "D") and all((v == 0).all() for v, _ in never)
+    coin = sample_trajectories(chain, FunctionBackbone(lambda p, h: [0.5] * len(h)), num=400, seed=1)
+    assert len(set(coin[2][1])) == 4  # B and C each kept in about half of the trajectories

@@ -655,3 +655,22 @@ def test_recipes_parse_the_shipped_mix_and_the_varied_one_exports_nothing(tmp_pa
     for mix in (mix1, mix2, mix3):
         assert mix.name_styles == ["letter", "pair", "quad", "word"] and mix.random_wording_share == 0
     assert json.loads((tmp_path / "d" / "recipe.json").read_text())["recipe"] == "default"
+
+
+def test_recipe_bf16_flag_reaches_every_stage(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import torch
+
+    from training import train_default_head
+
+    seen = []
+    monkeypatch.setattr(train_default_head, "train_head",
+                        lambda mix, args: seen.append(args) or SimpleNamespace(calibration={}))
+    assert train_default_head.main(["--runs_dir", str(tmp_path / "d"), "--export_dir", "", "--bf16"]) == 0
+    assert len(seen) == 4 and all(args.bf16 for args in seen)
+    assert all(args.use_cpu for args in seen) or torch.cuda.is_available()  # CPU autocast needs use_cpu
+    assert json.loads((tmp_path / "d" / "recipe.json").read_text())["bf16"] is True
+    seen.clear()
+    assert train_default_head.main(["--runs_dir", str(tmp_path / "e"), "--export_dir", ""]) == 0
+    assert not any(args.bf16 for args in seen)

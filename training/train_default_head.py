@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+import torch
+
 from ares_rerank.training import check_not_collapsed, parse_args, train_head
 
 
@@ -48,6 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "--recipe default, nowhere for --recipe varied.")
     parser.add_argument("--recipe", choices=("default", "varied"), default="default",
                         help="default: the shipped head's stages; varied: the varied-mix stages (varied_head*.yaml).")
+    parser.add_argument("--bf16", action="store_true",
+                        help="Train every stage under bfloat16 autocast (TrainingArguments.bf16): about 1.5x faster on "
+                             "a CPU with native bf16 (avx512_bf16 / AMX) or a GPU; weights stay float32.")
     args = parser.parse_args(argv)
     shipped = str(Path(__file__).resolve().parents[1] / "ares_rerank" / "default_head")
     if args.export_dir is None:
@@ -65,13 +70,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             overrides += ["--init_adapter", str(previous)]
         if last:
             overrides += ["--overwrite_default_head", "true"]
+        if args.bf16:  # transformers asks use_cpu for bf16 without a GPU (CPU autocast)
+            overrides += ["--bf16", "true"] + ([] if torch.cuda.is_available() else ["--use_cpu", "true"])
         stage_start = time.time()
         mix, head_args = parse_args([str(config), *overrides])
         check_not_collapsed(name, train_head(mix, head_args).calibration)
         seconds[name] = round(time.time() - stage_start, 1)
         previous = runs / folder / "head"
         print(json.dumps({"stage": name, "seconds": seconds[name]}), flush=True)
-    record = {"recipe": args.recipe, "stages": {name: str(config) for name, config, _ in stages},
+    record = {"recipe": args.recipe, "bf16": args.bf16, "stages": {name: str(config) for name, config, _ in stages},
               "seconds": {**seconds, "total": round(time.time() - start, 1)},
               "head": str(previous), "export_dir": args.export_dir}
     runs.mkdir(parents=True, exist_ok=True)

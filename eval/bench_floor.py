@@ -44,7 +44,7 @@ from ares_rerank.chain import Chain
 from ares_rerank.estimator import sample_size
 from ares_rerank.io import write_atomic
 
-from .bench_perf import benchmark, machine_description
+from .bench_perf import benchmark, run_header, run_record
 
 
 __all__ = ["floor_counts", "floor_markdown", "main", "sample_trajectories"]
@@ -141,13 +141,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         totals["sampled"] += every
     measured = benchmark(chains, backbone, ("ares", "entail-prev"), config, repeats=1)
     ares, prev = measured["methods"]["ares"], measured["methods"]["entail-prev"]
-    result = {"task": task.name, "backbone": args.backbone, "backbone_options": options.backbone_options(args),
-              "machine": machine_description(), "prior": config.prior, "eps": config.eps, "delta": config.delta,
-              "mode": config.mode, "num_chains": len(chains), "num_steps": measured["num_steps"], "seed": config.seed,
-              **totals, "ares_pairs": ares["pairs"], "ares_seconds": ares["seconds"],
+    result = {**run_record(task, args, config), "num_chains": len(chains), "num_steps": measured["num_steps"],
+              "seed": config.seed, **totals, "ares_pairs": ares["pairs"], "ares_seconds": ares["seconds"],
               "entail_prev_pairs": prev["pairs"], "entail_prev_seconds": prev["seconds"]}
-    print(f"{task.name}, N = {len(chains)} chains ({measured['num_steps']} steps), backbone {args.backbone}, "
-          f"ARES p = {config.prior}, eps = {config.eps}, delta = {config.delta}; {result['machine']}\n")
+    print(run_header(result) + "\n")
     print(floor_markdown(result))
     if args.json:
         write_atomic(args.json, json.dumps(result, indent=1))

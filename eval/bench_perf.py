@@ -36,7 +36,7 @@ from ares_rerank.evaluation.backbones import CountingBackbone
 from ares_rerank.evaluation.report import METHOD_NAMES, markdown_table
 
 
-__all__ = ["benchmark", "main", "perf_markdown"]
+__all__ = ["benchmark", "main", "perf_markdown", "run_header", "run_record"]
 
 
 def benchmark(
@@ -155,6 +155,24 @@ def machine_description() -> str:
             f"torch {torch.__version__}")
 
 
+def run_record(task: Any, args: argparse.Namespace, config: AresConfig) -> dict[str, Any]:
+    """What a benchmark file records about its run: the task, the backbone and its load options, the machine, and the
+    estimator's prior, eps, delta and mode."""
+    from ares_rerank.commands import options
+
+    return {"task": task.name, "backbone": args.backbone, "backbone_options": options.backbone_options(args),
+            "machine": machine_description(), "prior": config.prior, "eps": config.eps, "delta": config.delta,
+            "mode": config.mode}
+
+
+def run_header(record: dict[str, Any]) -> str:
+    """The first line a benchmark prints: task, chains and steps, backbone, estimator settings, machine."""
+    loaded = f" {json.dumps(record['backbone_options'])}" if record.get("backbone_options") else ""
+    return (f"{record['task']}, N = {record['num_chains']} chains ({record['num_steps']} steps), backbone "
+            f"{record['backbone']}{loaded}, ARES p = {record['prior']}, eps = {record['eps']}, delta = "
+            f"{record['delta']}; {record['machine']}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from ares_rerank.commands import options
     from ares_rerank.commands.eval import add_arguments, task_from_args
@@ -173,13 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = options.config_from_args(args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     result = benchmark(task.chains, backbone, methods, config, args.repeats, args.premise_selection)
-    load_options = options.backbone_options(args)
-    result.update({"task": task.name, "backbone": args.backbone, "backbone_options": load_options,
-                   "machine": machine_description(), "prior": args.prior, "eps": config.eps, "delta": config.delta,
-                   "mode": config.mode, "premise_selection": args.premise_selection})
-    loaded = f" {json.dumps(load_options)}" if load_options else ""
-    print(f"{task.name}, N = {result['num_chains']} chains ({result['num_steps']} steps), backbone "
-          f"{args.backbone}{loaded}, ARES p = {args.prior}, eps = delta = {args.eps}/{args.delta}; {result['machine']}\n")
+    result.update(run_record(task, args, config), premise_selection=args.premise_selection)
+    print(run_header(result) + "\n")
     print(perf_markdown(result))
     if args.json:
         write_atomic(args.json, json.dumps(result, indent=1))

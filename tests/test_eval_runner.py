@@ -304,6 +304,11 @@ def test_bench_perf_honours_sample(tmp_path, capsys):
     result = json.loads(out.read_text())
     assert result["num_chains"] == 3 and "sample 3/12" in result["task"]  # not all 12 chains
     assert result["backbone_options"] == {} and "torch " in result["machine"]  # what the numbers were measured with
+    capsys.readouterr()
+    assert main(["--task", "claimtrees", "--n", "4", "--length", "5", "--sample", "9", "--backbone",
+                 "claimtrees-oracle", "--repeats", "1", "--no-progress", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["num_chains"] == 4  # a sample as large as the task is the task, and says so
+    assert "--sample 9 is not smaller than" in capsys.readouterr().err
 
 
 def test_bench_floor_counts_sampling_and_exact_floors():

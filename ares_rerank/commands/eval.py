@@ -13,6 +13,7 @@ in ``<out>/cache`` unless ``--cache-dir`` names another folder. PRMBench and BIG
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,9 @@ def task_from_args(args: argparse.Namespace) -> Any:
 
     options.positive(args.sample, "--sample")
     task = load_task(args.task, **task_options(args))
+    if args.sample is not None and args.sample >= len(task.chains):
+        print(f"--sample {args.sample} is not smaller than {task.name}'s {len(task.chains)} examples: all of them are "
+              "evaluated, unsampled.", file=sys.stderr)
     return task if args.sample is None else task.subsample(args.sample, args.sample_seed)
 
 

@@ -1,7 +1,8 @@
 """How few backbone inputs could any estimator with ARES's guarantee ask? (a script, not a test)
 
     python -m eval.bench_floor --task prmbench --sample 20 --backbone default \\
-        --backbone-options '{"overlong_steps": "truncate"}' --json eval/results/real/floor_prmbench_sample20_default.json
+        --backbone-options '{"overlong_steps": "truncate"}' \\
+        --json eval/results/real/floor_prmbench_sample20_default.json
     python -m eval.bench_floor --task claimtrees --length 60 --n 30 --backbone default
 
 ARES's cost is the number of distinct inputs (selected premises, step) it sends the backbone. This script draws the
@@ -21,11 +22,14 @@ many trajectories:
 each at ``delta' = delta / m`` (every step at once, as ARES certifies) and, looser still, at ``delta'`` = delta (one
 step at a time). A sampler's floor is the larger term, capped at N. An exact enumeration needs no trajectories: it
 asks the heaviest inputs until they hold 1 - 2 eps of the step's mass (the midpoint of the certified interval is then
-within eps), estimated here from the drawn trajectories' frequencies. A step's floor is the smaller of the two. It is not a theorem for every estimator (an estimator may
-use more than black-box values), but it is far below the bounds any known one meets, so a target under it cannot
-be reached by a better estimator, only by a backbone that is surer or by a larger eps. ARES (auto mode) and
-Entail-Prev then run side by side on the same chains and backbone (as ``eval.bench_perf``) for their actual pairs and
-wall time. Numbers depend on the machine: the output names it.
+within eps), estimated here from the drawn trajectories' frequencies. A step's floor is the smaller of the two.
+
+The floor is not a theorem (the spread term takes each step's variance as known, and an estimator may use more than
+black-box values), but it sits below the finite-sample bounds that known estimators meet, so a cost target under it
+calls for a backbone that is surer or a larger eps, not for a better estimator. ARES (``--mode``, auto by default)
+and Entail-Prev then run side by side on the same chains and backbone (as ``eval.bench_perf``) for their actual pairs
+and wall time. Inputs are counted after premise selection, before a model's window policy (as ARES's pairs are).
+Numbers depend on the machine: the output names it.
 """
 
 from __future__ import annotations

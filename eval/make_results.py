@@ -268,7 +268,8 @@ def real_backbone_section(runs: Sequence[tuple[Path, dict[str, Any]]]) -> str:
                     f"`{data.get('backbone', '?')}`{loaded}, ARES p = {data.get('prior', '?')}{eps}")
             parts.append(f"{head} (`{rel}`; {data.get('machine', 'machine not recorded')}):\n\n" + perf_markdown(data))
         else:
-            raise ValueError(f"{path} is neither an ares_rerank.evaluation.runner result nor an eval.bench_perf / bench_cost / bench_floor --json file.")
+            raise ValueError(f"{path} is neither an ares_rerank.evaluation.runner result nor an eval.bench_perf / "
+                             "bench_cost / bench_floor --json file.")
     return "\n\n".join(parts)
 
 

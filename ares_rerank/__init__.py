@@ -8,7 +8,7 @@ from .aggregate import AGGREGATES, aggregate_scores
 from .backbones import Backbone, ChainBackbone, ClaimTreesOracle, FunctionBackbone, SelectingBackbone, load_backbone
 from .chain import Chain, ChainScores, split_sentences, split_steps
 from .domain import DemoBackboneWarning
-from .estimator import AresConfig, sample_size
+from .config import AresConfig, sample_size
 from .filters import AresFilter, filter_completions
 from .generation import BestOfN, best_of_n
 from .rerank import AresReranker

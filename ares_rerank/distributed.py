@@ -31,7 +31,7 @@ from typing import Any, Sequence
 
 from .backbones.base import Backbone
 from .chain import Chain, ChainScores
-from .estimator import AresConfig
+from .config import AresConfig
 from .io import atomic_open
 from .scoring import METHODS, score_chains
 

@@ -39,9 +39,6 @@ All distinct inputs of one step, across every chain being scored, go to the back
 
 from __future__ import annotations
 
-import math
-import numbers
-from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -49,8 +46,10 @@ import numpy as np
 from .backbones.base import Backbone, PairBatch
 from .backbones.selection import premise_selector
 from .chain import Chain, ChainScores
+from .config import DEFAULT_MAX_SAMPLES, MAX_SAMPLE_BYTES, AresConfig, check_sample_size, sample_size
 
 
+# AresConfig and the sample-size checks live in config.py; they stay importable from here, where users found them.
 __all__ = [
     "DEFAULT_MAX_SAMPLES",
     "ESTIMATOR_REVISION",
@@ -68,196 +67,6 @@ __all__ = [
 #: 5: ``relevant`` is symbols-only again when the hypothesis has any symbol (revision 3's rule is ``relevant-words``).
 #: (A new default, such as ``max_masks`` 64 -> 16, needs no bump: the score caches key on every setting.)
 ESTIMATOR_REVISION = 5
-
-_MODES = ("auto", "exact", "sample")
-# Upper bound of AresConfig.max_masks: exact mode then holds at most 16 x 65,536 masks of a chain (about 100 MB of
-# mask rows at 100 claims); far beyond what exact mode is for.
-MAX_MASKS = 65_536
-#: Default of ``AresConfig.max_samples``: trajectories per chain in sample mode (eps = 0.01 needs 26,492 at m = 10).
-DEFAULT_MAX_SAMPLES = 100_000
-#: Sample mode's ``(N, claims)`` boolean mask matrix may not exceed this many bytes (N trajectories x claims).
-MAX_SAMPLE_BYTES = 2**30
-
-
-@dataclass
-class AresConfig:
-    """Settings of the ARES estimator.
-
-    The paper's main tables use ``prior=0.95, eps=delta=0.1``; its ablation found ``prior=1.0`` best for
-    probabilistic backbones, which is our default (base claims are the given problem).
-    """
-
-    eps: float = field(default=0.1, metadata={"help": "Error half-width: every tau_k within eps (sampled with "
-                                                      "probability >= 1 - delta, or a hard bound in exact mode)."})
-    delta: float = field(default=0.1, metadata={"help": "Failure probability of the sampled eps guarantee."})
-    prior: float = field(default=1.0, metadata={"help": "Prior that each base claim is sound (one float)."})
-    base_priors: list[float] | None = field(
-        default=None,
-        metadata={"help": "One prior per base claim, overriding prior (every chain scored must have that many)."},
-    )
-    mode: str = field(default="auto", metadata={"help": "'exact', 'sample', or 'auto' (exact, else sample).",
-                                                "choices": ["auto", "exact", "sample"]})
-    seed: int = field(default=0, metadata={"help": "Seed of the trajectory sampler (same seed, same scores)."})
-    max_masks: int = field(
-        default=16,
-        metadata={"help": "Exact mode: at most this many distinct backbone inputs per chain and step (the lightest "
-                          "beyond it are dropped into the bound), and at most 16x as many masks. In auto mode a chain "
-                          "that needs more goes to sampling sooner: 16 asks 25% fewer pairs than 64 on PRMBench and "
-                          "19% fewer on BIG-Bench Mistake with the default head, the same on ClaimTrees. In exact mode "
-                          "a larger value keeps more masks and so a tighter bound on long uncertain chains."},
-    )
-    prune_mass: float | None = field(
-        default=None,
-        metadata={"help": "Probability mass exact mode may leave unevaluated; default eps. The hard error bound "
-                          "stays within max(eps, prune_mass / 2): up to 2*eps buys speed at the same bound, with "
-                          "scores pulled toward the interval's midpoint. 0 = prune nothing."},
-    )
-    threshold: float = field(default=0.5, metadata={"help": "A step is flagged unsound iff tau_k <= threshold."})
-    max_samples: int = field(
-        default=DEFAULT_MAX_SAMPLES,
-        metadata={"help": "Sample mode: refuse (ValueError) a chain that needs more trajectories than this, "
-                          "N = ceil(ln(2m/delta) / (2 eps^2)), before allocating anything (eps = delta = 0.1 needs "
-                          "265 at m = 10 steps, 841 at m = 10^6). Memory: about N x claims bytes."},
-    )
-
-    def __post_init__(self) -> None:
-        for name in ("eps", "delta"):
-            value = getattr(self, name)
-            if not _is_number(value) or not (0.0 < float(value) < 1.0):
-                raise ValueError(f"AresConfig({name}={value!r}) must be a number in (0, 1), e.g. {name}=0.1.")
-        if not _is_number(self.prior):
-            raise ValueError(
-                f"AresConfig(prior={self.prior!r}) takes one float in [0, 1]; pass one prior per base claim as "
-                "base_priors=[...]."
-            )
-        if self.base_priors is not None:
-            if isinstance(self.base_priors, (str, bytes)) or not hasattr(self.base_priors, "__iter__"):
-                raise ValueError(f"AresConfig(base_priors={self.base_priors!r}) must be a list of floats, or None.")
-            self.base_priors = list(self.base_priors)
-        for name, values in (("prior", [self.prior]), ("base_priors", self.base_priors or [])):
-            for p in values:
-                if not _is_number(p) or not (0.0 <= float(p) <= 1.0) or math.isnan(float(p)):
-                    raise ValueError(
-                        f"AresConfig({name}={getattr(self, name)!r}) has {p!r}: priors must lie in [0, 1] (e.g. 1.0)."
-                    )
-        if self.mode not in _MODES:
-            raise ValueError(f"AresConfig(mode={self.mode!r}) is not one of {_MODES}.")
-        masks = self.max_masks
-        if not _is_int(masks) or not 1 <= masks <= MAX_MASKS:
-            raise ValueError(
-                f"AresConfig(max_masks={self.max_masks!r}) must be an integer in [1, {MAX_MASKS}], e.g. 16 (exact mode "
-                f"holds up to 16 x max_masks masks of a chain; beyond that, use mode='sample')."
-            )
-        if self.prune_mass is not None and (not _is_number(self.prune_mass) or not 0.0 <= self.prune_mass < 1.0):
-            raise ValueError(
-                f"AresConfig(prune_mass={self.prune_mass!r}) must lie in [0, 1) (0 = prune nothing), or None for "
-                "eps."
-            )
-        if not _is_number(self.threshold) or not (0.0 <= float(self.threshold) <= 1.0):
-            raise ValueError(f"AresConfig(threshold={self.threshold!r}) must lie in [0, 1].")
-        if not _is_int(self.seed) or self.seed < 0:
-            raise ValueError(f"AresConfig(seed={self.seed!r}) must be a non-negative integer, e.g. 0.")
-        if not _is_int(self.max_samples) or self.max_samples < 1:
-            raise ValueError(
-                f"AresConfig(max_samples={self.max_samples!r}) must be a positive integer (trajectories per chain), "
-                f"e.g. {DEFAULT_MAX_SAMPLES}."
-            )
-        # numpy scalars pass the checks above; store plain Python numbers (cache keys and JSON records read them)
-        for name in ("eps", "delta", "prior", "threshold"):
-            setattr(self, name, float(getattr(self, name)))
-        for name in ("seed", "max_masks", "max_samples"):
-            setattr(self, name, int(getattr(self, name)))
-        if self.prune_mass is not None:
-            self.prune_mass = float(self.prune_mass)
-        if self.base_priors is not None:
-            self.base_priors = [float(p) for p in self.base_priors]
-        if self.mode == "sample":  # the shortest chain (one step) must fit; longer chains are checked when sampled
-            check_sample_size(1, self)
-
-    @property
-    def prune_budget(self) -> float:
-        """The mass exact mode may leave unevaluated: ``prune_mass``, else ``eps`` (bound ``eps``); in auto mode
-        never more than ``2 * eps`` (bound ``eps``), so pruning alone never forces the fall-back to sampling."""
-        budget = self.eps if self.prune_mass is None else float(self.prune_mass)
-        return min(budget, 2.0 * self.eps) if self.mode == "auto" else budget
-
-    def priors_for(self, chain: Chain) -> np.ndarray:
-        """One prior per base claim of ``chain``: ``base_priors`` when given, else ``prior`` for every claim."""
-        if self.base_priors is None:
-            return np.full(chain.num_base, float(self.prior))
-        priors = np.asarray(self.base_priors, dtype=np.float64)
-        if priors.shape != (chain.num_base,):
-            raise ValueError(
-                f"AresConfig(base_priors=...) has {priors.size} values but chain {chain.id or ''!r} has "
-                f"{chain.num_base} base claims: give exactly one prior per base claim, or base_priors=None."
-            )
-        return priors
-
-
-def _is_number(value: Any) -> bool:
-    """A real number, numpy scalars included (``np.float32(0.1)`` from a config), but not a bool."""
-    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
-
-
-def _required_samples(num_steps: int, eps: float, delta: float) -> float:
-    """``ln(2m/delta) / (2 eps^2)`` as a float (``inf`` where it overflows), before rounding up."""
-    try:
-        return math.log(2 * num_steps / delta) / (2 * eps * eps)
-    except (ZeroDivisionError, OverflowError):  # eps so small that eps^2 underflows: more than any bound
-        return math.inf
-
-
-def sample_size(num_steps: int, eps: float = 0.1, delta: float = 0.1) -> int:
-    """Trajectories needed for the guarantee on a chain of ``num_steps`` steps: ``ceil(ln(2m/delta) / (2 eps^2))``."""
-    if not _is_int(num_steps) or num_steps < 1:
-        raise ValueError(f"sample_size(num_steps={num_steps!r}) needs a whole number of steps, at least one.")
-    for name, value in (("eps", eps), ("delta", delta)):
-        if not _is_number(value) or not 0.0 < float(value) < 1.0:
-            raise ValueError(f"sample_size({name}={value!r}) must be a number in (0, 1), e.g. {name}=0.1.")
-    needed = _required_samples(num_steps, eps, delta)
-    if not math.isfinite(needed):
-        raise ValueError(f"sample_size(eps={eps!r}) needs more trajectories than a float can count: raise eps.")
-    return math.ceil(needed)
-
-
-def check_sample_size(num_steps: int, config: AresConfig, chain: Chain | None = None) -> int:
-    """The N of sample mode for a chain of ``num_steps`` steps, or a ValueError when it exceeds the bounds.
-
-    Two bounds, both checked before any allocation: ``config.max_samples`` trajectories, and
-    :data:`MAX_SAMPLE_BYTES` for the ``(N, claims)`` mask matrix (one byte per trajectory and claim).
-    """
-    needed = _required_samples(num_steps, config.eps, config.delta)
-    where = f"chain {chain.id!r} of {num_steps} steps" if chain is not None and chain.id is not None else (
-        f"a chain of {num_steps} step{'s' if num_steps != 1 else ''}")
-    if needed > config.max_samples:
-        shown = f"N = {math.ceil(needed):,} trajectories" if math.isfinite(needed) else "too many trajectories to count"
-        fits = math.sqrt(math.log(2 * num_steps / config.delta) / (2 * config.max_samples))
-        unit = 10.0 ** (math.floor(math.log10(fits)) - 1)
-        fits = math.ceil(fits / unit) * unit  # rounded up to two digits, so the value shown does fit
-        why = " (auto mode fell back to sampling: exact mode's bound exceeded eps)" if config.mode == "auto" else ""
-        raise ValueError(
-            f"AresConfig(eps={config.eps!r}, delta={config.delta!r}) needs {shown} for {where}{why} "
-            f"(N = ceil(ln(2m/delta) / (2 eps^2))), more than max_samples={config.max_samples:,}: raise eps (eps >= "
-            f"{fits:.2g} fits) or delta, or raise max_samples if the memory (about N x claims bytes) and time are "
-            "acceptable."
-        )
-    n_samples = math.ceil(needed)
-    claims = num_steps if chain is None else chain.num_base + chain.num_steps
-    if n_samples * claims > MAX_SAMPLE_BYTES:
-        raise ValueError(
-            f"sample mode for {where} and {claims} claims needs a {n_samples:,} x {claims} mask matrix "
-            f"({_size(n_samples * claims)}), more than the {_size(MAX_SAMPLE_BYTES)} bound: raise eps or delta (fewer "
-            "trajectories), or split the chain."
-        )
-    return n_samples
-
-
-def _size(num_bytes: float) -> str:
-    return f"{num_bytes / 2**30:.1f} GiB" if num_bytes >= 2**30 else f"{num_bytes / 2**20:.1f} MiB"
 
 
 class _Run:

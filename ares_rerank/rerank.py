@@ -27,7 +27,7 @@ from .aggregate import Aggregate, aggregate_scores, get_aggregate
 from .backbones.base import Backbone
 from .chain import Chain, ChainScores, split_prompt, split_steps
 from .domain import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
-from .estimator import AresConfig
+from .config import AresConfig
 from .records import (
     certificate,
     check_candidate_lists,

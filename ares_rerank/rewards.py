@@ -64,7 +64,7 @@ from typing import Any, Callable, Mapping, Sequence
 from . import fingerprint
 from .aggregate import AGGREGATES, Aggregate, aggregate_name, get_aggregate
 from .backbones.base import Backbone
-from .estimator import AresConfig
+from .config import AresConfig
 from .rerank import AresReranker, resolve_backbone
 
 

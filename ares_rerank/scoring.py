@@ -13,7 +13,8 @@ from typing import Any, Sequence
 from .backbones.base import Backbone
 from .baselines import BASELINES, CHAIN_BASELINES, baseline_scores
 from .chain import Chain, ChainScores
-from .estimator import AresConfig, ares_scores
+from .config import AresConfig
+from .estimator import ares_scores
 
 
 __all__ = ["METHODS", "check_batch_size", "progress_bar", "score_chains"]

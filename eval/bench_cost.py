@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ares_rerank.data.claimtrees import load_claimtrees
-from ares_rerank.estimator import AresConfig
+from ares_rerank.config import AresConfig
 
 from ares_rerank import load_backbone
 from .bench_perf import benchmark, certificate_text, machine_description

@@ -45,7 +45,7 @@ import numpy as np
 
 from ares_rerank.backbones.selection import premise_selector
 from ares_rerank.chain import Chain
-from ares_rerank.estimator import sample_size
+from ares_rerank.config import sample_size
 from ares_rerank.io import write_atomic
 
 from .bench_perf import benchmark, run_header, run_record

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 from ares_rerank.backbones.selection import SelectingBackbone
 from ares_rerank.chain import Chain
-from ares_rerank.estimator import AresConfig, sample_size
+from ares_rerank.config import AresConfig, sample_size
 from ares_rerank.io import write_atomic
 from ares_rerank.scoring import score_chains
 

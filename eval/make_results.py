@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from ares_rerank import load_backbone
 from ares_rerank.backbones.selection import SelectingBackbone
-from ares_rerank.estimator import AresConfig
+from ares_rerank.config import AresConfig
 from ares_rerank.evaluation import METHOD_NAMES, ScoreCache, evaluate, fold_prevalences, load_task, markdown_table
 from ares_rerank.evaluation.plots import (
     long_chain_series,

@@ -12,7 +12,7 @@ from helpers import shared_data
 from ares_rerank.backbones.base import FunctionBackbone
 from ares_rerank.backbones.oracle import ClaimTreesOracle
 from ares_rerank.cli import main as cli_main
-from ares_rerank.estimator import AresConfig
+from ares_rerank.config import AresConfig
 from ares_rerank.evaluation import ScoreCache, evaluate, load_task, method_key, score_cached
 from ares_rerank.scoring import score_chains
 from eval.bench_perf import benchmark, perf_markdown

@@ -13,7 +13,7 @@ import tracemalloc
 import pytest
 
 from ares_rerank import AresConfig, Chain, FunctionBackbone, sample_size, score_chains
-from ares_rerank import estimator as estimator_module
+from ares_rerank import config as config_module
 from ares_rerank.backbones.hub import CALIBRATION_FILE, read_calibration
 from ares_rerank.calibration import write_calibration
 from ares_rerank.evaluation import ScoreCache, method_key, score_cached
@@ -171,7 +171,7 @@ def test_new_config_checks_name_the_parameter(kwargs, word):
 
 
 def test_the_mask_matrix_has_a_memory_bound(monkeypatch):
-    monkeypatch.setattr(estimator_module, "MAX_SAMPLE_BYTES", 10_000)
+    monkeypatch.setattr(config_module, "MAX_SAMPLE_BYTES", 10_000)
     chain = Chain([f"b{i}" for i in range(60)], [f"s{k}" for k in range(40)], id="wide")
     with pytest.raises(ValueError, match=r"'wide' of 40 steps and 100 claims needs a 335 x 100 mask matrix"):
         score_chains([chain], HashBackbone(), config=AresConfig(mode="sample"))
@@ -450,7 +450,7 @@ def test_cache_in_a_read_only_folder_is_still_read(tmp_path, monkeypatch):
 
 
 def test_max_masks_has_an_upper_bound():
-    from ares_rerank.estimator import MAX_MASKS
+    from ares_rerank.config import MAX_MASKS
 
     with pytest.raises(ValueError, match=r"max_masks=.*\[1, 65536\]"):
         AresConfig(max_masks=MAX_MASKS + 1)
@@ -477,8 +477,10 @@ def test_numpy_scalars_are_accepted_and_stored_as_python_numbers():
 
     import numpy as np
 
-    from ares_rerank.estimator import AresConfig
+    from ares_rerank import config as settings
+    from ares_rerank.estimator import AresConfig  # defined in config.py, still importable where users found it
 
+    assert AresConfig is settings.AresConfig
     config = AresConfig(eps=np.float32(0.2), delta=np.float64(0.05), prior=np.float32(1.0), seed=np.int64(3),
                         max_masks=np.int32(8), prune_mass=np.float32(0.1), base_priors=np.array([1.0, 0.9]))
     assert type(config.eps) is float and type(config.seed) is int and type(config.max_masks) is int

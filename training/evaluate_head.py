@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 from ares_rerank.chain import Chain
 from ares_rerank.data import load_claimtrees, load_recipes
 from ares_rerank.data.claimtrees import ClaimTreesTemplates
-from ares_rerank.estimator import AresConfig
+from ares_rerank.config import AresConfig
 from ares_rerank.scoring import score_chains
 from ares_rerank.training.mix import HELDOUT_RECIPES, TRAIN_LENGTHS
 from ares_rerank.training.names import MULTI_WORD_PATTERN, random_names, rename_states

@@ -61,7 +61,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, exclude: Sequence[str]
         parser: The parser (the options go in an "ARES estimator" group).
         exclude: Field names this command does not take (e.g. ``threshold`` where it has no meaning).
     """
-    from ..estimator import AresConfig
+    from ..config import AresConfig
 
     hints = typing.get_type_hints(AresConfig)
     group = parser.add_argument_group("ARES estimator (AresConfig fields)")
@@ -78,7 +78,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, exclude: Sequence[str]
 
 def config_from_args(args: argparse.Namespace) -> Any:
     """The :class:`AresConfig` of parsed options (fields a command did not add keep their defaults)."""
-    from ..estimator import AresConfig
+    from ..config import AresConfig
 
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(AresConfig) if hasattr(args, f.name)}
     return AresConfig(**given)

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ares_rerank.chain import Chain, ChainScores
-from ares_rerank.estimator import ESTIMATOR_REVISION, AresConfig
+from ares_rerank.config import AresConfig
+from ares_rerank.estimator import ESTIMATOR_REVISION
 from ares_rerank.io import remove_stale_temps, write_atomic
 
 

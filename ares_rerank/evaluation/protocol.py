@@ -21,7 +21,7 @@ from sklearn.metrics import precision_recall_fscore_support
 from sklearn.model_selection import KFold
 
 from ares_rerank.chain import ChainScores
-from ares_rerank.estimator import sample_size
+from ares_rerank.config import sample_size
 
 
 __all__ = [

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ares_rerank.chain import Chain, ChainScores
-from ares_rerank.estimator import AresConfig
+from ares_rerank.config import AresConfig
 from ares_rerank.io import write_atomic
 from ares_rerank.scoring import METHODS, score_chains
 

@@ -27,9 +27,23 @@ __all__ = [
     "file_signature",
     "read_chains",
     "read_jsonl",
+    "read_utf8",
     "remove_stale_temps",
     "write_atomic",
 ]
+
+
+def read_utf8(path: str | os.PathLike[str]) -> str:
+    """The text of a UTF-8 file (``-`` reads standard input).
+
+    Raises:
+        ValueError: The text is not UTF-8 (the message names the file, the byte and the fix).
+    """
+    try:
+        return sys.stdin.read() if str(path) == "-" else Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"input file {str(path)!r} is not UTF-8 text (byte {err.start}: {err.reason}): save it as "
+                         "UTF-8.") from err
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> list[tuple[int, Any]]:
@@ -41,11 +55,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[tuple[int, Any]]:
     """
     if str(path) != "-" and not Path(path).is_file():
         raise FileNotFoundError(f"input file {str(path)!r} does not exist (or is not a file).")
-    try:
-        lines = (sys.stdin.read() if str(path) == "-" else Path(path).read_text(encoding="utf-8")).splitlines()
-    except UnicodeDecodeError as err:
-        raise ValueError(f"input file {str(path)!r} is not UTF-8 text (byte {err.start}: {err.reason}): save it as "
-                         "UTF-8 JSON lines.") from err
+    lines = read_utf8(path).splitlines()
     records = []
     for lineno, line in enumerate(lines, 1):
         if not line.strip():

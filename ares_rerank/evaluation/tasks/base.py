@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ares_rerank.chain import Chain
+from ares_rerank.io import read_jsonl, read_utf8
 
 
 __all__ = ["TaskData", "first_unsound", "iter_records", "labels_from_first_error", "records_from", "strip_numbering"]
@@ -84,35 +85,23 @@ def labels_from_first_error(num_steps: int, first_error: int | None, propagate: 
 
 
 def iter_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    """Records of a ``.jsonl`` file (one object a line) or a ``.json`` file holding a list of objects.
+    """Records of a ``.jsonl`` file (one object a line, read by :func:`~ares_rerank.io.read_jsonl`) or a ``.json``
+    file holding a list of objects.
 
     Raises:
         ValueError: The file is not UTF-8 or not JSON, or a record is not an object; the message names the file.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise ValueError(f"path={str(path)!r} is not UTF-8 text (byte {err.start}: {err.reason}): save it as UTF-8 "
-                         "JSON.") from err
     if path.suffix == ".json":
         try:
-            data = json.loads(text)
+            data = json.loads(read_utf8(path))
         except json.JSONDecodeError as err:
             raise ValueError(f"path={str(path)!r} is not JSON ({err}); expected a list of records.") from err
         if not isinstance(data, list):
             raise ValueError(f"path={str(path)!r} holds a JSON {type(data).__name__}; expected a list of records.")
         records = [(f"record {number}", record) for number, record in enumerate(data, 1)]
     else:
-        records = []
-        for line_no, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    records.append((f"line {line_no}", json.loads(line)))
-                except json.JSONDecodeError as err:
-                    raise ValueError(
-                        f"path={str(path)!r} line {line_no} is not JSON ({err}); expected JSON lines."
-                    ) from err
+        records = [(f"line {number}", record) for number, record in read_jsonl(path)]
     for where, record in records:
         if not isinstance(record, dict):
             raise ValueError(f"path={str(path)!r} {where} is a JSON {type(record).__name__}; expected one object per "

@@ -307,6 +307,31 @@ def test_evaluation_sets_hold_out_recipes_and_wordings():
     assert all(r["ares"]["f1"] == r["ares"]["f1_at_0.5"] == 1.0 for r in results.values())
 
 
+def test_evaluate_head_cli_checks_sets_first_and_saves_after_each_set(tmp_path, monkeypatch, capsys):
+    from training import evaluate_head as module
+
+    out = tmp_path / "e.json"
+    with pytest.raises(SystemExit) as done:  # an unknown set is refused before anything runs
+        module.main(["--head", "oracle", "--sets", "available-10,nope", "--out", str(out)])
+    assert done.value.code == 2 and "--sets nope unknown" in capsys.readouterr().err and not out.exists()
+
+    seen = []
+    real = module.evaluate_head
+
+    def record(backbone, sets, *args, **kwargs):  # the file holds every finished set before the next one starts
+        seen.append((list(sets), sorted(json.loads(out.read_text())["results"]) if out.exists() else []))
+        return real(backbone, sets, *args, **kwargs)
+
+    monkeypatch.setattr(module, "evaluate_head", record)
+    assert module.main(["--head", "oracle", "--sets", "available-10,multiword-10", "--n", "10",
+                        "--out", str(out)]) == 0
+    assert seen == [(["available-10"], []), (["multiword-10"], ["available-10"])]
+    saved = json.loads(out.read_text())
+    assert saved["meta"]["device"] == "cpu" and sorted(saved["results"]) == ["available-10", "multiword-10"]
+    assert saved["results"]["multiword-10"]["ares"]["f1"] == 1.0  # the oracle behind relevant:6
+    assert out.with_suffix(".md").read_text().count("| multiword-10 |") == 1
+
+
 def test_the_recipe_configs_parse_and_chain_their_stages():
     from ares_rerank.training.head import parse_args
     from training import train_default_head
@@ -674,3 +699,55 @@ def test_recipe_bf16_flag_reaches_every_stage(tmp_path, monkeypatch):
     seen.clear()
     assert train_default_head.main(["--runs_dir", str(tmp_path / "e"), "--export_dir", ""]) == 0
     assert not any(args.bf16 for args in seen)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("continued", [False, True])
+def test_modules_to_save_trains_the_position_embeddings_and_reloads_them(tmp_path, tiny_nli_path, continued):
+    import torch
+    from transformers import AutoModel
+
+    from ares_rerank.backbones.nli import EntailmentHead
+    from ares_rerank.training.head import train_head
+
+    flags = {"modules_to_save": "position_embeddings", "learning_rate": 1e-2}
+    if continued:  # an adapter trained without them, continued with them (a later stage of a curriculum)
+        first, first_args = _tiny_args(tmp_path / "first", tiny_nli_path, max_steps=2)
+        flags["init_adapter"] = str(train_head(first, first_args).folder)
+    mix, args = _tiny_args(tmp_path, tiny_nli_path, **flags)
+    trained = train_head(mix, args)
+    folder = trained.folder
+    config = json.loads((folder / "adapter_config.json").read_text())
+    assert "position_embeddings" in config["modules_to_save"]
+    assert len(config["modules_to_save"]) == len(set(config["modules_to_save"]))
+
+    base = AutoModel.from_pretrained(tiny_nli_path).embeddings.position_embeddings.weight
+    reloaded = EntailmentHead.from_pretrained(folder, premise_selection="relevant:6", max_length=256, device="cpu")
+    tuned = reloaded.model.get_input_embeddings()  # word embeddings stay the base's; positions are the trained copy
+    positions = [p for n, p in reloaded.model.named_parameters()  # the trained copy (peft keeps the original beside)
+                 if "position_embeddings" in n and "original_module" not in n]
+    assert torch.equal(tuned.weight, AutoModel.from_pretrained(tiny_nli_path).embeddings.word_embeddings.weight)
+    assert len(positions) == 1 and not torch.allclose(positions[0], base)
+
+    chains = load_claimtrees(2, 5, start=60)
+    premises = [list(c.base_claims) for c in chains for _ in c.steps]
+    hypotheses = [s for c in chains for s in c.steps]
+    live = EntailmentHead(trained.model.eval(), trained.tokenizer, temperature=trained.calibration["temperature"],
+                          premise_selection="relevant:6", max_length=256)
+    np.testing.assert_allclose(reloaded.entailment_probs(premises, hypotheses),
+                               live.entailment_probs(premises, hypotheses), rtol=0, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_max_train_seconds_stops_early_and_keeps_an_evaluated_checkpoint(tmp_path, tiny_nli_path):
+    from ares_rerank.training.head import train_head
+
+    # a budget far below one step: training stops after its first step, which is evaluated and checkpointed
+    mix, args = _tiny_args(tmp_path, tiny_nli_path, max_steps=50, eval_steps=40, save_steps=40,
+                           max_train_seconds=1e-6)
+    trained = train_head(mix, args)
+    record = trained.calibration["training"]
+    assert record["steps"] == 1 and record["stopped_by_time_budget"] and record["best_step"] == 1
+    assert (trained.folder / "ares_calibration.json").is_file()
+    with pytest.raises(ValueError, match="max_train_seconds=-1"):
+        _tiny_args(tmp_path, tiny_nli_path, max_train_seconds=-1)

@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 from ares_rerank.chain import Chain
 from ares_rerank.data import load_claimtrees, load_recipes
 from ares_rerank.data.claimtrees import ClaimTreesTemplates
+from ares_rerank.io import write_atomic
 from ares_rerank.config import AresConfig
 from ares_rerank.scoring import score_chains
 from ares_rerank.training.mix import HELDOUT_RECIPES, TRAIN_LENGTHS
@@ -174,6 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sets", default=",".join(EVAL_SETS), help=f"Comma-separated, from {list(EVAL_SETS)}.")
     parser.add_argument("--n", type=int, default=None, help="Chains per set (default 100; 50 for 30/50/recipes).")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = default).")
+    parser.add_argument("--device", default="cpu", help="Where the head runs: cpu (the numbers in the docs), cuda, "
+                                                        "auto, ...")
     parser.add_argument("--out", default=None, help="Write the results JSON here (and a .md table beside it).")
     args = parser.parse_args(argv)
     if args.threads > 0:
@@ -182,18 +185,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     from ares_rerank.backbones.loading import load_backbone
 
+    sets = [s for s in args.sets.split(",") if s]
+    unknown = [s for s in sets if s not in EVAL_SETS]
+    if unknown:
+        parser.error(f"--sets {','.join(unknown)} unknown: choose from {','.join(EVAL_SETS)}.")
     oracle = args.head == "oracle"
-    backbone = None if oracle else load_backbone(args.head, kind="nli", device="cpu")
-    results = evaluate_head(backbone, [s for s in args.sets.split(",") if s], args.n,
-                            oracle_selection=args.selection if oracle else None)
-    meta = {"head": args.head, "train_lengths": list(TRAIN_LENGTHS), "ares": {"prior": 1.0, "mode": "auto"},
-            **({"selection": args.selection} if oracle else {})}
-    table = markdown_table(results)
-    print(table)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
-        Path(args.out).with_suffix(".md").write_text(table + "\n")
+    backbone = None if oracle else load_backbone(args.head, kind="nli", device=args.device)
+    meta = {"head": args.head, "device": args.device, "train_lengths": list(TRAIN_LENGTHS),
+            "ares": {"prior": 1.0, "mode": "auto"}, **({"selection": args.selection} if oracle else {})}
+    results: dict[str, Any] = {}
+
+    def save(done: dict[str, Any]) -> None:  # after every set: a long run that is stopped keeps what it measured
+        if args.out:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(args.out, json.dumps({"meta": meta, "results": done}, indent=2) + "\n")
+            write_atomic(Path(args.out).with_suffix(".md"), markdown_table(done) + "\n")
+
+    for name in sets:
+        results.update(evaluate_head(backbone, [name], args.n, oracle_selection=args.selection if oracle else None))
+        save(results)
+    print(markdown_table(results))
     return 0
 
 

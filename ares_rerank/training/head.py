@@ -29,6 +29,7 @@ from typing import Any, Sequence
 from transformers import Trainer, TrainingArguments
 
 from ..backbones.loading import PACKAGED_ENCODER, resolve_model_name
+from .callbacks import TimeBudgetCallback
 from .mix import MixArguments, training_chains
 from .wordings import templates_of
 from .pairs import build_pairs, pairs_dataset, split_chains
@@ -71,8 +72,15 @@ class HeadTrainingArguments(TrainingArguments):
     lora_layers: list[int] = field(default_factory=list, metadata={
         "help": "Encoder layers that get LoRA (e.g. 2 3 4 5 of MiniLM's 0-5; empty = all). Backpropagation then stops "
                 "at the lowest one: on MiniLM the upper four made a step ~1.2x faster, but the head learned worse."})
+    modules_to_save: list[str] = field(default_factory=list, metadata={
+        "help": "Base modules trained whole and saved with the adapter besides the classifier (peft's "
+                "modules_to_save), e.g. position_embeddings (512 x 384 weights on MiniLM) for inputs longer than "
+                "the base encoder was tuned on. Also added to a continued init_adapter."})
     max_length: int = field(default=320, metadata={"help": "Encoder window in tokens (window policy beyond it)."})
     early_stopping_patience: int = field(default=3, metadata={"help": "Evaluations without val-loss improvement."})
+    max_train_seconds: float = field(default=0.0, metadata={
+        "help": "Stop training after this many seconds of wall time (0 = no limit), whatever max_steps says: the "
+                "step that crosses it is evaluated and checkpointed, and the best checkpoint so far is calibrated."})
     max_eval_pairs: int = field(default=600, metadata={
         "help": "Val pairs used for early stopping and the temperature fit (a seeded sample; 0 = all)."})
     torch_threads: int = field(default=0, metadata={
@@ -105,10 +113,15 @@ class HeadTrainingArguments(TrainingArguments):
         from ..calibration import check_method
 
         check_method(self.calibration_method, "calibration_method")
+        if self.max_train_seconds < 0:
+            raise ValueError(f"max_train_seconds={self.max_train_seconds} must be >= 0 (0 = no time limit).")
         if self.lora_r < 1 or self.lora_alpha < 1:
             raise ValueError(f"lora_r={self.lora_r} and lora_alpha={self.lora_alpha} must be >= 1.")
         if any(layer < 0 for layer in self.lora_layers):
             raise ValueError(f"lora_layers={self.lora_layers} must be encoder layer indices >= 0 (or empty for all).")
+        if self.modules_to_save and self.full_finetune:
+            raise ValueError(f"modules_to_save={self.modules_to_save} names modules an adapter trains whole; with "
+                             "full_finetune=true every module is trained already: drop one of the two.")
         if self.init_adapter and self.full_finetune:
             raise ValueError("init_adapter continues a LoRA adapter: it cannot be combined with full_finetune=true.")
         if self.length_chunks < 0 or self.length_chunks > self.per_device_train_batch_size:
@@ -158,15 +171,22 @@ def load_base(args: HeadTrainingArguments) -> tuple[Any, Any]:
 
     if args.init_adapter:
         model = PeftModel.from_pretrained(model, args.init_adapter, is_trainable=True)
-        for config in model.peft_config.values():  # peft appends the task's head names again on every reload
-            if config.modules_to_save:
-                config.modules_to_save = list(dict.fromkeys(config.modules_to_save))
+        config = model.peft_config["default"]
+        # peft appends the task's head names again on every reload: each saved module once, the new ones after them
+        saved = list(dict.fromkeys(config.modules_to_save or []))
+        config.modules_to_save = list(dict.fromkeys([*saved, *args.modules_to_save])) or None
+        if len(config.modules_to_save or []) > len(saved):  # wrap the new ones (a trainable copy of the base's)
+            from peft.utils.other import set_additional_trainable_modules
+
+            inner = model.base_model.model
+            set_additional_trainable_modules(inner, config, inner.config.to_dict(), "default")
         return model, tokenizer
 
     config = LoraConfig(task_type=TaskType.SEQ_CLS, r=args.lora_r, lora_alpha=args.lora_alpha,
                         lora_dropout=args.lora_dropout, target_modules=list(args.lora_target_modules),
                         layers_to_transform=list(args.lora_layers) or None,
-                        layers_pattern="layer" if args.lora_layers else None)
+                        layers_pattern="layer" if args.lora_layers else None,
+                        modules_to_save=list(args.modules_to_save) or None)
     return get_peft_model(model, config), tokenizer
 
 
@@ -373,10 +393,12 @@ def train_head(mix: MixArguments, args: HeadTrainingArguments) -> TrainedHead:
     encoded = {name: encode_pairs(ds, model, tokenizer, args.max_length) for name, ds in datasets.items()}
     print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "chain_ids"} for k, v in summary.items()}),
           flush=True)
+    callbacks: list[Any] = [EarlyStoppingCallback(early_stopping_patience=args.early_stopping_patience)]
+    budget = TimeBudgetCallback(args.max_train_seconds) if args.max_train_seconds else None
     trainer = HeadTrainer(
         model=model, args=args, train_dataset=encoded["train"], eval_dataset=encoded["val"],
         data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=_accuracy,
-        callbacks=[EarlyStoppingCallback(early_stopping_patience=args.early_stopping_patience)],
+        callbacks=callbacks + ([budget] if budget else []),
     )
     result = trainer.train()
     out = Path(args.output_dir)
@@ -388,6 +410,7 @@ def train_head(mix: MixArguments, args: HeadTrainingArguments) -> TrainedHead:
                           "learning_rate": args.learning_rate,
                           "bucket_batches": args.bucket_batches, "length_chunks": args.length_chunks,
                           "steps": result.global_step,
+                          "stopped_by_time_budget": bool(budget and budget.stopped_at is not None),
                           "best_step": int(best.rsplit("-", 1)[-1]) if best else None,
                           "train_seconds": round(time.time() - start, 1),
                           "splits": {k: {kk: vv for kk, vv in v.items() if kk != "chain_ids"}

@@ -345,6 +345,20 @@ def test_the_recipe_configs_parse_and_chain_their_stages():
             previous = head_args.output_dir
 
 
+def test_every_training_config_parses():
+    from ares_rerank.training.head import parse_args
+    from training import train_default_head
+
+    configs = sorted(train_default_head.CONFIGS.glob("*.yaml"))
+    assert len(configs) >= 7
+    for config in configs:
+        parse_args([str(config)])
+    # the stage-5 GPU experiment's full fine-tuning run (training/README.md) drops its init_adapter from the shell
+    _, args = parse_args([str(train_default_head.CONFIGS / "default_head_stage5_recipes.yaml"),
+                          "--full_finetune", "true", "--init_adapter", ""])
+    assert args.full_finetune and not args.init_adapter
+
+
 def test_parse_args_reads_yaml_and_lets_flags_override(tmp_path):
     from ares_rerank.training.head import parse_args
 

@@ -176,7 +176,7 @@ def load_base(args: HeadTrainingArguments) -> tuple[Any, Any]:
         saved = list(dict.fromkeys(config.modules_to_save or []))
         config.modules_to_save = list(dict.fromkeys([*saved, *args.modules_to_save])) or None
         if len(config.modules_to_save or []) > len(saved):  # wrap the new ones (a trainable copy of the base's)
-            from peft.utils.other import set_additional_trainable_modules
+            from peft.utils import set_additional_trainable_modules
 
             inner = model.base_model.model
             set_additional_trainable_modules(inner, config, inner.config.to_dict(), "default")

@@ -187,6 +187,18 @@ def test_model_card_has_hub_metadata_settings_metrics_and_loading(tiny_nli_path,
     assert "No held-out metrics" in (adapter / "README.md").read_text()
 
 
+def test_model_card_names_every_selection_rule():
+    from ares_rerank.backbones.card import model_card
+
+    for selection, said in (("relevant-words:6", "at most 6 of the premises that share a distinctive token with the "
+                                                 "step (numbers read as quantities), in chain order"),
+                            ("relevant", "the premises that share a distinctive token with the step |"),
+                            ("all", "the head reads every premise |")):
+        card = model_card({"temperature": 1.3, "premise_selection": selection, "max_length": 512},
+                          base_model=None, adapter=True)
+        assert said in card and "a custom selection" not in card, selection
+
+
 def test_resaving_a_loaded_head_keeps_its_calibration_provenance(tiny_nli_path, tmp_path):
     folder = save_head(tmp_path / "saved", tiny_nli_path, 1.7, **RECORD)
     head = load_backbone(folder, device="cpu")

@@ -485,12 +485,13 @@ def test_init_adapter_continues_from_a_saved_head(tmp_path, tiny_nli_path):
 @pytest.mark.slow
 def test_train_head_exports_only_a_head_that_passed_the_collapse_check(tmp_path, tiny_nli_path, monkeypatch):
     from ares_rerank.training import TrainingCollapsed
+    from ares_rerank.training import export as export_module
     from ares_rerank.training import head as module
 
     def collapsed(stage, calibration):
         raise TrainingCollapsed(f"{stage}: collapsed")
 
-    monkeypatch.setattr(module, "check_not_collapsed", collapsed)  # a 2-step tiny head may or may not beat the majority
+    monkeypatch.setattr(export_module, "check_not_collapsed", collapsed)  # a 2-step tiny head may or may not beat the majority
     export = tmp_path / "export"
     mix, args = _tiny_args(tmp_path, tiny_nli_path, max_steps=2, export_dir=str(export))
     with pytest.raises(TrainingCollapsed, match="collapsed"):
@@ -498,7 +499,7 @@ def test_train_head_exports_only_a_head_that_passed_the_collapse_check(tmp_path,
     assert (tmp_path / "run" / "head" / "ares_calibration.json").is_file() and not export.exists()
 
     checked = []
-    monkeypatch.setattr(module, "check_not_collapsed", lambda stage, calibration: checked.append(stage))
+    monkeypatch.setattr(export_module, "check_not_collapsed", lambda stage, calibration: checked.append(stage))
     module.train_head(mix, args)
     assert checked == [str(tmp_path / "run")]
     assert (export / "adapter_model.safetensors").read_bytes() == \
@@ -612,7 +613,7 @@ def test_length_bucket_sampler_and_training_args_reject_bad_settings(tmp_path):
 @pytest.mark.slow
 def test_default_head_recipe_runs_every_stage_in_one_command(tmp_path, tiny_nli_path, monkeypatch):
     from ares_rerank.training import TrainingCollapsed
-    from ares_rerank.training import head as train_head
+    from ares_rerank.training import export as export_module
     from training import train_default_head
 
     common = (f"base_model: {tiny_nli_path}\nnum_chains: 24\nmax_steps: 2\nper_device_train_batch_size: 8\n"
@@ -626,7 +627,7 @@ def test_default_head_recipe_runs_every_stage_in_one_command(tmp_path, tiny_nli_
                                                         ("stage3", stage3, "s3")))
     checked = []  # a 2-step tiny head is no better than the majority class: record the guard's calls instead
     monkeypatch.setattr(train_default_head, "check_not_collapsed", lambda stage, calibration: checked.append(stage))
-    monkeypatch.setattr(train_head, "check_not_collapsed", lambda stage, calibration: None)  # the export-time check
+    monkeypatch.setattr(export_module, "check_not_collapsed", lambda stage, calibration: None)  # the export-time check
     runs, export = tmp_path / "runs", tmp_path / "export"
     assert train_default_head.main(["--runs_dir", str(runs), "--export_dir", str(export)]) == 0
 
@@ -643,7 +644,7 @@ def test_default_head_recipe_runs_every_stage_in_one_command(tmp_path, tiny_nli_
     def collapsed(stage, calibration):
         raise TrainingCollapsed(f"{stage}: collapsed")
 
-    monkeypatch.setattr(train_head, "check_not_collapsed", collapsed)  # stage 2's head fails before it is exported
+    monkeypatch.setattr(export_module, "check_not_collapsed", collapsed)  # stage 2's head fails before it is exported
     with pytest.raises(TrainingCollapsed, match="collapsed"):
         train_default_head.main(["--runs_dir", str(tmp_path / "runs2"), "--export_dir", str(tmp_path / "export2")])
     assert (tmp_path / "runs2" / "s3" / "head").is_dir() and not (tmp_path / "export2").exists()

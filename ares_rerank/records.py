@@ -13,6 +13,8 @@ from .chain import ChainScores
 
 
 __all__ = [
+    "COMPLETION_ROLES",
+    "PROMPT_ROLES",
     "certificate",
     "check_candidate_lists",
     "empty_record",
@@ -20,6 +22,11 @@ __all__ = [
     "rank_record",
     "rank_records",
 ]
+
+
+# The roles whose messages form the text of a conversational prompt / completion (AresReranker's defaults).
+PROMPT_ROLES = ("user",)
+COMPLETION_ROLES = ("assistant",)
 
 
 def message_text(value: Any, roles: Sequence[str], what: str = "value") -> str:

@@ -29,6 +29,8 @@ from .chain import Chain, ChainScores, split_prompt, split_steps
 from .domain import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
 from .config import AresConfig
 from .records import (
+    COMPLETION_ROLES,
+    PROMPT_ROLES,
     certificate,
     check_candidate_lists,
     empty_record,
@@ -112,8 +114,8 @@ class AresReranker:
         step_separator: str | None = "\n\n",
         prompt_split: str = "none",
         aggregate: Aggregate = "final",
-        prompt_roles: Sequence[str] = ("user",),
-        completion_roles: Sequence[str] = ("assistant",),
+        prompt_roles: Sequence[str] = PROMPT_ROLES,
+        completion_roles: Sequence[str] = COMPLETION_ROLES,
         batch_size: int | None = 64,
         show_progress_bar: bool | None = None,
     ) -> None:

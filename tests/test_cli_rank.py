@@ -74,6 +74,15 @@ def test_rank_empty_candidate_and_bad_input(tmp_path, capsys):
     bad.write_text('{"prompt": "p", "candidates": ["a"]}\n{"prompt": "p"}\n')
     assert main(["rank", "--input", str(bad), *ORACLE_ARGS]) == 2
     assert "bad.jsonl:2 needs the keys 'prompt' and 'candidates'" in capsys.readouterr().err
+    # a candidate or prompt that is neither text nor a conversation: the line and the candidate, before any scoring
+    bad.write_text('{"prompt": "p", "candidates": ["a"]}\n{"prompt": "p", "candidates": ["a", 42]}\n')
+    out_bad = tmp_path / "never.jsonl"
+    assert main(["rank", "--input", str(bad), "--output", str(out_bad), *ORACLE_ARGS]) == 2
+    assert "bad.jsonl:2: candidates[1] is int: pass a string or a list of" in capsys.readouterr().err
+    assert not out_bad.exists()
+    bad.write_text('{"prompt": [{"role": "user", "content": null}], "candidates": ["a"]}\n')
+    assert main(["rank", "--input", str(bad), *ORACLE_ARGS]) == 2
+    assert "bad.jsonl:1: prompt has a 'user' message whose content is NoneType" in capsys.readouterr().err
     bad.write_text("{not json\n")
     assert main(["rank", "--input", str(bad), *ORACLE_ARGS]) == 2
     assert "bad.jsonl:1 is not valid JSON" in capsys.readouterr().err

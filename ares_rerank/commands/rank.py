@@ -47,8 +47,22 @@ def _read(path: Path, prompt_key: str, candidates_key: str) -> list[dict[str, An
             )
         if not isinstance(record[candidates_key], list):
             raise ValueError(f"{path}:{lineno}: {candidates_key!r} must be a list of candidates.")
+        _check_texts(path, lineno, record[prompt_key], record[candidates_key], prompt_key, candidates_key)
         records.append(record)
     return records
+
+
+def _check_texts(path: Path, lineno: int, prompt: Any, candidates: list, prompt_key: str, candidates_key: str) -> None:
+    """Each prompt and candidate is text or a conversation, or a ValueError naming the line and the candidate (before
+    the backbone loads)."""
+    from ..records import COMPLETION_ROLES, PROMPT_ROLES, message_text
+
+    for value, roles, where in [(prompt, PROMPT_ROLES, prompt_key)] + [
+            (candidate, COMPLETION_ROLES, f"{candidates_key}[{i}]") for i, candidate in enumerate(candidates)]:
+        try:
+            message_text(value, roles, where)
+        except TypeError as err:
+            raise ValueError(f"{path}:{lineno}: {err}") from err
 
 
 def _batches(items: list, size: int) -> Iterator[list]:

@@ -85,6 +85,12 @@ def spec_module(tmp_path, monkeypatch):
                 return [1.0] * len(hypotheses)
 
         NOT_A_BACKBONE = 3
+
+        def needs(model_name, *, device):
+            return None
+
+        def broken():
+            raise OSError("weights not found")
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
     return "my_backbones"
@@ -108,6 +114,12 @@ def test_module_attr_spec_errors_say_what_to_change(spec_module):
         load_backbone("no_such_module_here:x")
     with pytest.raises(TypeError, match="has no entailment_probs"):
         load_backbone(f"{spec_module}:NOT_A_BACKBONE")
+    # a factory is called with no arguments: one that needs some is refused before it runs, naming them
+    with pytest.raises(TypeError, match=r"'my_backbones:needs'\) names a factory that needs arguments "
+                                        r"\(model_name, device\)"):
+        load_backbone(f"{spec_module}:needs")
+    with pytest.raises(RuntimeError, match=r"'my_backbones:broken'\): the factory raised OSError: weights not found"):
+        load_backbone(f"{spec_module}:broken")
 
 
 # -- one pair cache, one pair batch, one judge -----------------------------------------------------------------------

@@ -19,6 +19,7 @@ the calibration file live in :mod:`~ares_rerank.backbones.hub`; the names users 
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import re
 from dataclasses import replace
@@ -108,13 +109,34 @@ def _load_spec(spec: str, kind: str | None, kwargs: dict[str, Any]) -> Any:
     backbone = import_object(spec)
     is_factory = isinstance(backbone, type) or (callable(backbone) and not hasattr(backbone, "entailment_probs"))
     if is_factory:  # a class, or a function that builds the backbone
-        backbone = backbone()
+        backbone = _call_factory(spec, backbone)
     if not hasattr(backbone, "entailment_probs"):
         raise TypeError(
             f"load_backbone({spec!r}) resolved to {type(backbone).__name__}, which has no entailment_probs(premises, "
             "hypotheses): point it at a backbone object, or at a zero-argument function or class that returns one."
         )
     return backbone
+
+
+def _call_factory(spec: str, factory: Any) -> Any:
+    """Call a zero-argument factory, or raise an error that names ``spec``: one it cannot be called without
+    arguments, or what it raised."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # some builtins and C types have no signature: just call them
+        signature = None
+    if signature is not None:
+        required = [name for name, p in signature.parameters.items() if p.default is p.empty
+                    and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        if required:
+            raise TypeError(
+                f"load_backbone({spec!r}) names a factory that needs arguments ({', '.join(required)}); it is called "
+                "with none: point it at a zero-argument function (or a backbone object) that builds the backbone "
+                "with the settings it needs.")
+    try:
+        return factory()
+    except Exception as err:
+        raise RuntimeError(f"load_backbone({spec!r}): the factory raised {type(err).__name__}: {err}") from err
 
 
 def detect_kind(architectures: list[str] | None, name_or_path: str = "") -> str:

@@ -87,12 +87,18 @@ def aggregate_scores(step_scores: Sequence[float], aggregate: Aggregate = "final
         The chain score as a float.
 
     Raises:
-        ValueError: No step scores, or the aggregate returned a non-finite value.
+        ValueError: No step scores, a non-finite step score, or the aggregate returned a non-finite value.
     """
     fn = get_aggregate(aggregate)
     scores = [float(s) for s in step_scores]
     if not scores:
         raise ValueError("aggregate_scores(step_scores=[]) has nothing to aggregate: a chain has at least one step.")
+    bad = [i for i, s in enumerate(scores) if not math.isfinite(s)]
+    if bad:  # min() and max() would skip a NaN silently
+        raise ValueError(
+            f"aggregate_scores(step_scores=...) holds {scores[bad[0]]!r} at step {bad[0]} ({len(bad)} non-finite in "
+            f"all): step scores must be finite (ARES scores lie in [0, 1]); check the backbone that produced them."
+        )
     value = fn(scores)
     try:
         value = float(value)

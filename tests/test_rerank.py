@@ -88,6 +88,9 @@ def test_aggregates_final_mean_min_product_and_callable():
         aggregate_scores([0.5], lambda s: float("nan"))
     with pytest.raises(ValueError, match="nothing to aggregate"):
         aggregate_scores([], "final")
+    for name in ("min", "final", "mean"):  # min() skipped a NaN step silently
+        with pytest.raises(ValueError, match=r"holds nan at step 1 \(1 non-finite in all\)"):
+            aggregate_scores([0.5, float("nan"), 0.9], name)
 
 
 def test_many_prompts_one_backbone_call_per_step_wave():

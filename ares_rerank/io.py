@@ -68,6 +68,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[tuple[int, Any]]:
 
 
 STALE_TEMP_SECONDS = 3600  # a temporary file of ours older than this is left over from a killed run
+PACKAGE_DIR = Path(__file__).resolve().parent  # the installed package: never a place for results
 
 
 def remove_stale_temps(path: Path) -> None:
@@ -172,8 +173,14 @@ def check_output_path(path: str | os.PathLike[str], *, flag: str = "--output",
 
 
 def check_output_dir(folder: str | os.PathLike[str], *, flag: str = "--out") -> Path:
-    """Create ``folder`` if needed and check it is a writable folder (before any work)."""
+    """Create ``folder`` if needed and check it is a writable folder outside the installed package (before any
+    work)."""
     folder = Path(folder)
+    package = PACKAGE_DIR.resolve()
+    resolved = folder.resolve()
+    if resolved == package or package in resolved.parents:
+        raise ValueError(f"{flag}: {str(folder)!r} is inside the installed ares_rerank package ({package}): results "
+                         "written there are lost on the next install; choose a folder of your own.")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:

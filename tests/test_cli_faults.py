@@ -18,6 +18,7 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO = REPO_ROOT / "examples" / "claimtrees_demo.jsonl"
+PACKAGE = Path(__import__("ares_rerank").__file__).resolve().parent
 OLD = "yesterday's results, which must survive\n"
 
 
@@ -88,11 +89,14 @@ def test_a_failed_start_leaves_every_file_as_it_was(tmp_path, command):
         "output is the input": (_argv(command, inputs, inputs[command]), "is the input file"),
         "output is a folder": (_argv(command, inputs, tmp_path), "is a folder"),
         "output folder cannot exist": (_argv(command, inputs, inputs["score"] / "out.jsonl"), "cannot create"),
+        "output inside the package": (_argv(command, inputs, PACKAGE / "results" / "out.jsonl"),
+                                      "is inside the installed ares_rerank package"),
     }
     for name, (argv, message) in cases.items():
         done = _cli(argv, tmp_path)
         assert message in _one_line_error(done), (name, done.stderr)
         assert _snapshot(tmp_path) == before, name
+    assert not (PACKAGE / "results").exists()  # not even the folder
 
 
 @pytest.mark.parametrize("command", ["score", "rank"])

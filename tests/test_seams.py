@@ -240,6 +240,8 @@ def test_cycle_check_prints_one_shortest_cycle_per_tangle():
 
 def test_backbone_loading_and_its_shared_helpers_import_no_backbone_module():
     graph = import_graph()
-    assert graph["ares_rerank.backbones.hub"] == set()  # names, device / dtype, calibration file, model loading
+    assert graph["ares_rerank.backbones.devices"] == set()  # device / dtype
+    assert graph["ares_rerank.backbones.hub"] == {"ares_rerank.backbones.devices"}  # names, calibration, loading
     assert graph["ares_rerank.backbones.cache"] <= {"ares_rerank.backbones.selection"}
-    assert graph["ares_rerank.backbones.loading"] == {"ares_rerank.backbones.hub"}  # kinds are imported lazily
+    assert graph["ares_rerank.backbones.loading"] == {"ares_rerank.backbones.hub",  # kinds are imported lazily
+                                                      "ares_rerank.backbones.devices"}

@@ -1,8 +1,9 @@
-"""Where Hugging Face backbones come from: model names, folders and hub ids, device / dtype, peft adapters, calibration.
+"""Where Hugging Face backbones come from: model names, folders and hub ids, peft adapters, calibration (device and
+dtype: :mod:`~ares_rerank.backbones.devices`).
 
-A leaf module: it imports none of the backbone modules, so every backbone (and :mod:`ares_rerank.calibration`) can
-import it at the top without a cycle; :mod:`~ares_rerank.backbones.loading` (which picks the backbone class for a
-kind) re-exports what users import from there. Torch, transformers, peft and huggingface_hub are imported inside the
+Nearly a leaf module: it imports none of the backbone modules (only the leaf :mod:`.devices`), so every backbone (and
+:mod:`ares_rerank.calibration`) can import it at the top without a cycle; :mod:`~ares_rerank.backbones.loading` (which
+picks the backbone class for a kind) re-exports what users import from there. Torch, transformers, peft and huggingface_hub are imported inside the
 functions that need them, so importing this module stays light.
 
 A head is its weights (or a peft adapter) plus ``ares_calibration.json`` (temperature, entailment label, window,
@@ -20,6 +21,8 @@ import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from .devices import DTYPES, select_device, select_dtype
 
 
 __all__ = [
@@ -46,8 +49,6 @@ __all__ = [
 DEFAULT_HEAD_DIR = Path(__file__).resolve().parents[1] / "default_head"
 # Saved beside a head's weights or adapter: temperature, entailment label, window, premise selection.
 CALIBRATION_FILE = "ares_calibration.json"
-# The dtype names select_dtype takes (besides a torch.dtype and the aliases fp32 / bf16 / fp16), as the CLI offers them.
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 # The package that ships all-MiniLM-L6-v2's weights (a declared dependency), and the Hub id of the same model. Heads
 # record the Hub id as their base (plain peft fetches it from the Hub); ares_rerank loads either name from the package,
 # offline. The package name is still accepted: adapters saved before recorded it.
@@ -163,50 +164,6 @@ def _pinned(options: HubOptions, path: Path | None) -> HubOptions:
     if path is not None and path.parent.parent.name == "snapshots" and _COMMIT.fullmatch(path.parent.name):
         return replace(options, revision=path.parent.name)
     return options
-
-
-def select_device(device: Any = "auto") -> Any:
-    """``"auto"`` -> CUDA if available, else Apple MPS, else CPU; otherwise ``torch.device(device)``."""
-    import torch
-
-    if device is None or device == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise ValueError(f"device={device!r} is not a torch device: use 'auto', 'cpu', 'cuda' or 'cuda:0'.") from err
-    if resolved.type == "cuda" and torch.cuda.device_count() <= (resolved.index or 0):
-        raise ValueError(f"device={device!r}: this machine has {torch.cuda.device_count()} usable CUDA GPU(s) (a CUDA "
-                         "build of torch and a visible GPU are needed): use 'auto' or 'cpu', or a GPU index it has.")
-    if resolved.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise ValueError(f"device={device!r}: Apple MPS is not available here: use 'auto' or 'cpu'.")
-    return resolved
-
-
-def select_dtype(dtype: Any, device: Any) -> Any:
-    """``"auto"`` -> bfloat16 on a CUDA device that supports it, else float32.
-
-    On a CPU, ``"auto"`` stays float32: bfloat16 is fast only where the CPU computes it natively (``avx512_bf16`` or
-    ``amx_bf16`` in /proc/cpuinfo; about 1.7x the steps per second for the default head there, docs/SCALING.md) and
-    slower where it is emulated. Pass ``dtype="bfloat16"`` to take it.
-    """
-    import torch
-
-    if dtype is None or dtype == "auto":
-        if device.type == "cuda" and torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return torch.float32
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    named = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-             "float16": torch.float16, "fp16": torch.float16}
-    if dtype not in named:
-        raise ValueError(f"dtype={dtype!r} is not supported: use one of {list(DTYPES)} or a torch.dtype.")
-    return named[dtype]
 
 
 def read_calibration(*folders: str | Path | None) -> dict[str, Any]:

@@ -36,9 +36,8 @@ from .hub import (
     probe_file,
     read_calibration,
     resolve_model_name,
-    select_device,
-    select_dtype,
 )
+from .devices import select_device, select_dtype
 
 
 __all__ = [

@@ -97,7 +97,7 @@ def add_backbone_arguments(parser: argparse.ArgumentParser, default: str = "defa
     group.add_argument("--backbone-options", default=None, metavar="JSON",
                        help='A JSON object of load_backbone keyword arguments, e.g. \'{"trust_remote_code": true}\' '
                             'or \'{"overlong_steps": "truncate"}\'.')
-    from ..backbones.hub import DTYPES
+    from ..backbones.devices import DTYPES
 
     group.add_argument("--dtype", default=None, choices=DTYPES,
                        help="Weights and compute dtype of a local model (load_backbone's dtype). Default auto: "

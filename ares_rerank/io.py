@@ -22,6 +22,7 @@ __all__ = [
     "ResumableOutput",
     "atomic_folder",
     "atomic_open",
+    "check_outside_package",
     "check_output_dir",
     "check_output_path",
     "file_signature",
@@ -172,15 +173,21 @@ def check_output_path(path: str | os.PathLike[str], *, flag: str = "--output",
     return path
 
 
+def check_outside_package(path: str | os.PathLike[str], *, flag: str) -> None:
+    """Raise a ValueError naming ``flag`` when ``path`` lies inside the installed package (links and ``..`` resolved):
+    what is written there is lost on the next install, or lands in the source tree of an editable one."""
+    package = PACKAGE_DIR.resolve()
+    resolved = Path(path).resolve()
+    if resolved == package or package in resolved.parents:
+        raise ValueError(f"{flag}: {str(path)!r} is inside the installed ares_rerank package ({package}): results "
+                         "written there are lost on the next install; choose a folder of your own.")
+
+
 def check_output_dir(folder: str | os.PathLike[str], *, flag: str = "--out") -> Path:
     """Create ``folder`` if needed and check it is a writable folder outside the installed package (before any
     work)."""
     folder = Path(folder)
-    package = PACKAGE_DIR.resolve()
-    resolved = folder.resolve()
-    if resolved == package or package in resolved.parents:
-        raise ValueError(f"{flag}: {str(folder)!r} is inside the installed ares_rerank package ({package}): results "
-                         "written there are lost on the next install; choose a folder of your own.")
+    check_outside_package(folder, flag=flag)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:

@@ -74,11 +74,15 @@ def test_aresconfig_works_with_hf_argument_parser():
     (["rank", "--input", "{data}", "--backbone", "claimtrees-oracle", "--batch-size", "0"], "--batch-size=0"),
     (["eval", "--task", "nope", "--no-progress"], "task='nope' is unknown"),
     (["calibrate", "default", "--pairs", "{data}"], "never modifies"),
+    (["calibrate", "default", "--pairs", "{data}", "--output-dir", "{package}/calibrated"],
+     "--output-dir: '{package}/calibrated' is inside the installed ares_rerank package"),
 ])
 def test_user_errors_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
     data = tmp_path / "in.jsonl"
     data.write_text(json.dumps({"base_claims": ["I have A"], "steps": ["I have A"]}) + "\n")
-    argv = [a.format(data=data) for a in argv]
+    package = Path(__import__("ares_rerank").__file__).resolve().parent
+    argv = [a.format(data=data, package=package) for a in argv]
+    message = message.format(package=package)
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "Traceback" not in err and len(err.splitlines()) == 1, err

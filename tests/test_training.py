@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -313,21 +314,23 @@ def test_evaluate_head_cli_checks_sets_first_and_saves_after_each_set(tmp_path, 
     out = tmp_path / "e.json"
     with pytest.raises(SystemExit) as done:  # an unknown set is refused before anything runs
         module.main(["--head", "oracle", "--sets", "available-10,nope", "--out", str(out)])
-    assert done.value.code == 2 and "--sets nope unknown" in capsys.readouterr().err and not out.exists()
+    assert done.value.code == 2 and "sets ['nope'] are unknown" in capsys.readouterr().err and not out.exists()
 
     seen = []
     real = module.evaluate_head
 
     def record(backbone, sets, *args, **kwargs):  # the file holds every finished set before the next one starts
-        seen.append((list(sets), sorted(json.loads(out.read_text())["results"]) if out.exists() else []))
+        saved = json.loads(out.read_text()) if out.exists() else {"results": {}, "meta": {"complete": None}}
+        seen.append((list(sets), sorted(saved["results"]), saved["meta"]["complete"]))
         return real(backbone, sets, *args, **kwargs)
 
     monkeypatch.setattr(module, "evaluate_head", record)
     assert module.main(["--head", "oracle", "--sets", "available-10,multiword-10", "--n", "10",
                         "--out", str(out)]) == 0
-    assert seen == [(["available-10"], []), (["multiword-10"], ["available-10"])]
+    assert seen == [(["available-10"], [], None), (["multiword-10"], ["available-10"], False)]
     saved = json.loads(out.read_text())
     assert saved["meta"]["device"] == "cpu" and sorted(saved["results"]) == ["available-10", "multiword-10"]
+    assert saved["meta"]["complete"] and saved["meta"]["sets"] == ["available-10", "multiword-10"]
     assert saved["results"]["multiword-10"]["ares"]["f1"] == 1.0  # the oracle behind relevant:6
     assert out.with_suffix(".md").read_text().count("| multiword-10 |") == 1
 
@@ -491,7 +494,8 @@ def test_train_head_exports_only_a_head_that_passed_the_collapse_check(tmp_path,
     def collapsed(stage, calibration):
         raise TrainingCollapsed(f"{stage}: collapsed")
 
-    monkeypatch.setattr(export_module, "check_not_collapsed", collapsed)  # a 2-step tiny head may or may not beat the majority
+    # a 2-step tiny head may or may not beat the majority
+    monkeypatch.setattr(export_module, "check_not_collapsed", collapsed)
     export = tmp_path / "export"
     mix, args = _tiny_args(tmp_path, tiny_nli_path, max_steps=2, export_dir=str(export))
     with pytest.raises(TrainingCollapsed, match="collapsed"):
@@ -764,5 +768,19 @@ def test_max_train_seconds_stops_early_and_keeps_an_evaluated_checkpoint(tmp_pat
     record = trained.calibration["training"]
     assert record["steps"] == 1 and record["stopped_by_time_budget"] and record["best_step"] == 1
     assert (trained.folder / "ares_calibration.json").is_file()
-    with pytest.raises(ValueError, match="max_train_seconds=-1"):
-        _tiny_args(tmp_path, tiny_nli_path, max_train_seconds=-1)
+    for bad in ("-1", "nan", "inf"):  # NaN compared false both ways and never stopped a run
+        with pytest.raises(ValueError, match=f"max_train_seconds={bad}.* must be a finite number >= 0"):
+            _tiny_args(tmp_path, tiny_nli_path, max_train_seconds=bad)
+
+
+def test_modules_to_save_must_name_a_module_and_outputs_stay_out_of_the_package(tmp_path, tiny_nli_path):
+    import ares_rerank
+    from ares_rerank.training.head import load_base
+
+    _, args = _tiny_args(tmp_path, tiny_nli_path, modules_to_save="position_embedingz")
+    with pytest.raises(ValueError, match=r"\['position_embedingz'\] names no module .*'position_embeddings'"):
+        load_base(args)
+    package = Path(ares_rerank.__file__).resolve().parent
+    for flag in ("output_dir", "export_dir"):
+        with pytest.raises(ValueError, match=f"{flag}: .* is inside the installed ares_rerank package"):
+            _tiny_args(tmp_path, tiny_nli_path, **{flag: str(package / "runs")})

@@ -28,7 +28,8 @@ from typing import Any, Callable, Sequence
 from ares_rerank.chain import Chain
 from ares_rerank.data import load_claimtrees, load_recipes
 from ares_rerank.data.claimtrees import ClaimTreesTemplates
-from ares_rerank.io import write_atomic
+from ares_rerank.backbones.devices import DTYPES
+from ares_rerank.io import check_output_path, write_atomic
 from ares_rerank.config import AresConfig
 from ares_rerank.scoring import score_chains
 from ares_rerank.training.mix import HELDOUT_RECIPES, TRAIN_LENGTHS
@@ -36,7 +37,7 @@ from ares_rerank.training.names import MULTI_WORD_PATTERN, random_names, rename_
 from ares_rerank.training.wordings import HELDOUT_TEMPLATES
 
 
-__all__ = ["EVAL_SETS", "evaluate_head", "main", "set_oracle"]
+__all__ = ["EVAL_SETS", "check_sets", "evaluate_head", "main", "set_oracle"]
 
 
 def _vanilla(length: int, **kwargs: Any) -> Callable[[int], list[Chain]]:
@@ -118,6 +119,13 @@ def _set_result(chains: list[Chain], backbone: Any, config: AresConfig) -> dict[
     return out
 
 
+def check_sets(sets: Sequence[str]) -> None:
+    """A ValueError naming every set of ``sets`` that :data:`EVAL_SETS` does not hold, and the choices."""
+    unknown = [s for s in sets if s not in EVAL_SETS]
+    if unknown:
+        raise ValueError(f"sets {unknown} are unknown: choose from {', '.join(EVAL_SETS)}.")
+
+
 def evaluate_head(backbone: Any, sets: Sequence[str], n: int | None = None, config: AresConfig | None = None,
                   log: Callable[[str], None] = print, oracle_selection: str | None = None) -> dict[str, Any]:
     """ARES and Entail-Prev macro-F1 of ``backbone`` on each named set of :data:`EVAL_SETS`.
@@ -136,9 +144,7 @@ def evaluate_head(backbone: Any, sets: Sequence[str], n: int | None = None, conf
         ``{set name: {"group", "num_chains", "num_steps", "ares": {...}, "entail-prev": {...}}}``.
     """
     config = config or AresConfig(prior=1.0, mode="auto")
-    unknown = [s for s in sets if s not in EVAL_SETS]
-    if unknown:
-        raise ValueError(f"sets {unknown} are unknown: choose from {sorted(EVAL_SETS)}.")
+    check_sets(sets)
     results = {}
     for name in sets:
         loader, group = EVAL_SETS[name]
@@ -177,6 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = default).")
     parser.add_argument("--device", default="cpu", help="Where the head runs: cpu (the numbers in the docs), cuda, "
                                                         "auto, ...")
+    parser.add_argument("--dtype", default="auto", choices=DTYPES,
+                        help="The head's dtype (auto: bfloat16 on a CUDA GPU that has it, else float32).")
     parser.add_argument("--out", default=None, help="Write the results JSON here (and a .md table beside it).")
     args = parser.parse_args(argv)
     if args.threads > 0:
@@ -186,19 +194,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ares_rerank.backbones.loading import load_backbone
 
     sets = [s for s in args.sets.split(",") if s]
-    unknown = [s for s in sets if s not in EVAL_SETS]
-    if unknown:
-        parser.error(f"--sets {','.join(unknown)} unknown: choose from {','.join(EVAL_SETS)}.")
+    try:
+        check_sets(sets)
+        if args.out:  # before any work
+            check_output_path(args.out, flag="--out")
+    except ValueError as err:
+        parser.error(str(err))
     oracle = args.head == "oracle"
-    backbone = None if oracle else load_backbone(args.head, kind="nli", device=args.device)
-    meta = {"head": args.head, "device": args.device, "train_lengths": list(TRAIN_LENGTHS),
-            "ares": {"prior": 1.0, "mode": "auto"}, **({"selection": args.selection} if oracle else {})}
+    backbone = None if oracle else load_backbone(args.head, kind="nli", device=args.device, dtype=args.dtype)
+    dtype = str(getattr(getattr(backbone, "model", None), "dtype", "")).replace("torch.", "") or None
+    meta = {"head": args.head, "device": args.device, "dtype": dtype, "train_lengths": list(TRAIN_LENGTHS),
+            "ares": {"prior": 1.0, "mode": "auto"}, "sets": sets, **({"selection": args.selection} if oracle else {})}
     results: dict[str, Any] = {}
 
     def save(done: dict[str, Any]) -> None:  # after every set: a long run that is stopped keeps what it measured
         if args.out:
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(args.out, json.dumps({"meta": meta, "results": done}, indent=2) + "\n")
+            record = {"meta": {**meta, "complete": len(done) == len(sets)}, "results": done}
+            write_atomic(args.out, json.dumps(record, indent=2) + "\n")
             write_atomic(Path(args.out).with_suffix(".md"), markdown_table(done) + "\n")
 
     for name in sets:

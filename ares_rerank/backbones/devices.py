@@ -1,6 +1,7 @@
 """Where a backbone runs: the torch device and dtype a user's ``device=`` / ``dtype=`` names.
 
-A leaf module like :mod:`~ares_rerank.backbones.hub` (which re-exports both functions); torch is imported inside them.
+A leaf module: it imports nothing of the package (:mod:`~ares_rerank.backbones.hub` and
+:mod:`~ares_rerank.backbones.loading` re-export both functions); torch is imported inside them.
 """
 
 from __future__ import annotations

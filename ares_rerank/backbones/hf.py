@@ -25,10 +25,10 @@ Steps 1 and 3 for one pair are :meth:`HFBackbone.encode_pair` (what training tok
 the inputs it is scored on); step 4 is :meth:`HFBackbone.score_encoded`, built on :meth:`HFBackbone.pad`; step 5 is
 :meth:`HFBackbone.forward_logits`, which the causal backbones (PRMs, the LLM judge) run their batches through.
 
-Loading (device / dtype selection, adapters, calibration) lives in :mod:`~ares_rerank.backbones.hub`; what a
-tokenizer and model accept (the window, special-token markers, chat templates) in
-:mod:`~ares_rerank.backbones.tokenization`. Torch and transformers are imported inside the functions that need them,
-so ``import ares_rerank`` stays light.
+Loading (adapters, calibration) lives in :mod:`~ares_rerank.backbones.hub`, device / dtype selection in
+:mod:`~ares_rerank.backbones.devices`; what a tokenizer and model accept (the window, special-token markers, chat
+templates) in :mod:`~ares_rerank.backbones.tokenization`. Torch and transformers are imported inside the functions
+that need them, so ``import ares_rerank`` stays light.
 """
 
 from __future__ import annotations

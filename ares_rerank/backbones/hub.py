@@ -3,8 +3,8 @@ dtype: :mod:`~ares_rerank.backbones.devices`).
 
 Nearly a leaf module: it imports none of the backbone modules (only the leaf :mod:`.devices`), so every backbone (and
 :mod:`ares_rerank.calibration`) can import it at the top without a cycle; :mod:`~ares_rerank.backbones.loading` (which
-picks the backbone class for a kind) re-exports what users import from there. Torch, transformers, peft and huggingface_hub are imported inside the
-functions that need them, so importing this module stays light.
+picks the backbone class for a kind) re-exports what users import from there. Torch, transformers, peft and
+huggingface_hub are imported inside the functions that need them, so importing this module stays light.
 
 A head is its weights (or a peft adapter) plus ``ares_calibration.json`` (temperature, entailment label, window,
 premise selection). From a hub id, every file of the head comes from one commit: the first file read pins

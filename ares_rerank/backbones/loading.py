@@ -2,18 +2,20 @@
 
 :data:`BACKBONE_KINDS` is the one registry of backbone kinds: kind -> ``"module:Class"``, imported only when a
 backbone of that kind is loaded (:func:`backbone_class`), so ``import ares_rerank`` stays light and this module
-imports none of the backbone modules (which import the shared helpers from :mod:`~ares_rerank.backbones.hub`, a
-leaf). Local kinds: ``"nli"`` (:class:`~ares_rerank.backbones.nli.EntailmentHead`), ``"prm"``
-(:class:`~ares_rerank.backbones.prm.StepTagPRM`), ``"prm-causal"`` (:class:`~ares_rerank.backbones.prm.CausalPRM`),
-``"judge"`` (:class:`~ares_rerank.backbones.judge.LLMJudge`); served, named by a server URL (:data:`SERVED_KINDS`):
-``"openai"`` (:class:`~ares_rerank.backbones.openai_judge.OpenAIJudge`) and ``"vllm-pooling"``
+imports none of the backbone modules (which import the shared helpers from :mod:`~ares_rerank.backbones.hub` and the
+leaf :mod:`~ares_rerank.backbones.devices`). Local kinds: ``"nli"``
+(:class:`~ares_rerank.backbones.nli.EntailmentHead`), ``"prm"`` (:class:`~ares_rerank.backbones.prm.StepTagPRM`),
+``"prm-causal"`` (:class:`~ares_rerank.backbones.prm.CausalPRM`), ``"judge"``
+(:class:`~ares_rerank.backbones.judge.LLMJudge`); served, named by a server URL (:data:`SERVED_KINDS`): ``"openai"``
+(:class:`~ares_rerank.backbones.openai_judge.OpenAIJudge`) and ``"vllm-pooling"``
 (:class:`~ares_rerank.backbones.vllm_pooling.VLLMPoolingPRM`). Special names: ``"claimtrees-oracle"`` (the rule
 oracle, no model), ``"default"`` (the entailment head shipped in ``ares_rerank/default_head/``) and
 ``"package.module:attr"`` (your own backbone object, or a zero-argument factory returning one).
 
-Device / dtype selection, hub ids and their options (:class:`~ares_rerank.backbones.hub.HubOptions`), adapters and
-the calibration file live in :mod:`~ares_rerank.backbones.hub`; the names users import from here
-(``DEFAULT_HEAD_DIR``, ``PACKAGED_ENCODER``, ``resolve_model_name``, ...) are re-exported.
+Hub ids and their options (:class:`~ares_rerank.backbones.hub.HubOptions`), adapters and the calibration file live
+in :mod:`~ares_rerank.backbones.hub`, device / dtype selection in :mod:`~ares_rerank.backbones.devices`; the names
+users import from here (``DEFAULT_HEAD_DIR``, ``PACKAGED_ENCODER``, ``resolve_model_name``, ``select_device``, ...)
+are re-exported.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..calibration import CALIBRATION_METHODS
-from ..io import atomic_folder, check_output_path, read_jsonl
+from ..io import atomic_folder, check_outside_package, check_output_path, read_jsonl
 
 
 def register(subparsers: Any) -> None:
@@ -109,6 +109,7 @@ def target_folder(head: str, output_dir: str | None) -> Path:
                                     "--output-dir to calibrate a copy.")
         return source
     target = Path(output_dir)
+    check_outside_package(target, flag="--output-dir")
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise FileExistsError(f"--output-dir={output_dir!r} exists and is not empty: name a new folder.")
     if not source.is_dir():

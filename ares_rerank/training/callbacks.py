@@ -24,8 +24,8 @@ class TimeBudgetCallback(TrainerCallback):
     """
 
     def __init__(self, seconds: float) -> None:
-        if seconds <= 0:
-            raise ValueError(f"seconds={seconds} must be > 0 (the training time budget).")
+        if not seconds > 0 or seconds == float("inf"):  # NaN fails the first test
+            raise ValueError(f"seconds={seconds} must be a finite number > 0 (the training time budget), e.g. 3600.")
         self.seconds = float(seconds)
         self.start: float | None = None
         self.stopped_at: int | None = None

@@ -20,6 +20,7 @@ diagram, and save the adapter (or model) with ``ares_calibration.json`` beside i
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -29,6 +30,7 @@ from typing import Any, Sequence
 from transformers import Trainer, TrainingArguments
 
 from ..backbones.loading import PACKAGED_ENCODER, resolve_model_name
+from ..io import check_outside_package
 from .callbacks import TimeBudgetCallback
 from .export import ID2LABEL, LABEL2ID, TrainingCollapsed, calibrate_and_save, check_not_collapsed, save_head
 from .mix import MixArguments, training_chains
@@ -111,8 +113,9 @@ class HeadTrainingArguments(TrainingArguments):
         from ..calibration import check_method
 
         check_method(self.calibration_method, "calibration_method")
-        if self.max_train_seconds < 0:
-            raise ValueError(f"max_train_seconds={self.max_train_seconds} must be >= 0 (0 = no time limit).")
+        if not math.isfinite(self.max_train_seconds) or self.max_train_seconds < 0:
+            raise ValueError(f"max_train_seconds={self.max_train_seconds} must be a finite number >= 0 (0 = no time "
+                             "limit), e.g. 3600.")
         if self.lora_r < 1 or self.lora_alpha < 1:
             raise ValueError(f"lora_r={self.lora_r} and lora_alpha={self.lora_alpha} must be >= 1.")
         if any(layer < 0 for layer in self.lora_layers):
@@ -131,14 +134,18 @@ class HeadTrainingArguments(TrainingArguments):
             raise ValueError(
                 f"train_sampling_strategy={self.train_sampling_strategy!r} and bucket_batches={self.bucket_batches} "
                 "both choose the batch order: set bucket_batches: 0 to use the Trainer's sampler.")
-        if self.export_dir and not self.overwrite_default_head:
+        if self.export_dir:
             from ..backbones.loading import DEFAULT_HEAD_DIR
 
-            if Path(self.export_dir).resolve() == DEFAULT_HEAD_DIR.resolve():
+            shipped = Path(self.export_dir).resolve() == DEFAULT_HEAD_DIR.resolve()
+            if shipped and not self.overwrite_default_head:
                 raise ValueError(
                     f"export_dir={self.export_dir!r} is the shipped default head of the installed package: export "
                     "to a folder of your own (or set overwrite_default_head: true in the checkout's recipe)."
                 )
+            if not shipped:  # the recipe's export of the shipped head is the one write into the package
+                check_outside_package(self.export_dir, flag="export_dir")
+        check_outside_package(self.output_dir, flag="output_dir")
         if not 32 <= self.max_length <= 4096:
             raise ValueError(f"max_length={self.max_length} must lie in [32, 4096] tokens (MiniLM's window is 512).")
         super().__post_init__()
@@ -165,6 +172,12 @@ def load_base(args: HeadTrainingArguments) -> tuple[Any, Any]:
         path, num_labels=2, id2label=ID2LABEL, label2id=LABEL2ID)
     if args.full_finetune:
         return model, tokenizer
+    names = [name for name, _ in model.named_modules()]
+    missing = [m for m in args.modules_to_save if not any(n == m or n.endswith("." + m) for n in names)]
+    if missing:  # peft would record the name and train nothing
+        embeddings = sorted({n.rsplit(".", 1)[-1] for n in names if n.endswith("embeddings")})
+        raise ValueError(f"modules_to_save={list(args.modules_to_save)}: {missing} names no module of {path} (peft "
+                         f"would silently train nothing for it); its embedding modules are {embeddings}.")
     from peft import LoraConfig, PeftModel, TaskType, get_peft_model
 
     if args.init_adapter:

@@ -176,10 +176,9 @@ def check_output_path(path: str | os.PathLike[str], *, flag: str = "--output",
 def check_outside_package(path: str | os.PathLike[str], *, flag: str) -> None:
     """Raise a ValueError naming ``flag`` when ``path`` lies inside the installed package (links and ``..`` resolved):
     what is written there is lost on the next install, or lands in the source tree of an editable one."""
-    package = PACKAGE_DIR.resolve()
     resolved = Path(path).resolve()
-    if resolved == package or package in resolved.parents:
-        raise ValueError(f"{flag}: {str(path)!r} is inside the installed ares_rerank package ({package}): results "
+    if resolved == PACKAGE_DIR or PACKAGE_DIR in resolved.parents:
+        raise ValueError(f"{flag}: {str(path)!r} is inside the installed ares_rerank package ({PACKAGE_DIR}): results "
                          "written there are lost on the next install; choose a folder of your own.")
 
 

@@ -315,6 +315,9 @@ def test_evaluate_head_cli_checks_sets_first_and_saves_after_each_set(tmp_path, 
     with pytest.raises(SystemExit) as done:  # an unknown set is refused before anything runs
         module.main(["--head", "oracle", "--sets", "available-10,nope", "--out", str(out)])
     assert done.value.code == 2 and "sets ['nope'] are unknown" in capsys.readouterr().err and not out.exists()
+    with pytest.raises(SystemExit) as done:  # a head folder that is not there: the message, not a traceback
+        module.main(["--head", str(tmp_path / "no-such-head"), "--sets", "available-10", "--out", str(out)])
+    assert done.value.code == 2 and "--head" in capsys.readouterr().err and not out.exists()
 
     seen = []
     real = module.evaluate_head
@@ -483,6 +486,39 @@ def test_init_adapter_continues_from_a_saved_head(tmp_path, tiny_nli_path):
     assert any(p.requires_grad for n, p in model.named_parameters() if "lora_" in n)  # trainable, not frozen
     saves = model.peft_config["default"].modules_to_save  # a continued adapter names each saved module once
     assert saves and len(saves) == len(set(saves))
+
+
+@pytest.mark.slow
+def test_a_wider_lora_r_widens_init_adapter_with_its_function_kept(tmp_path, tiny_nli_path):
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from ares_rerank.training.head import load_base, train_head
+
+    mix, args = _tiny_args(tmp_path, tiny_nli_path, max_steps=3, lora_r=2, lora_alpha=4, learning_rate=0.05)
+    folder = train_head(mix, args).folder
+    tokenizer = AutoTokenizer.from_pretrained(tiny_nli_path)
+    batch = tokenizer(["A is true. B is true.", "C is true."], ["so D is true", "E"], return_tensors="pt",
+                      padding=True)
+    saved = PeftModel.from_pretrained(AutoModelForSequenceClassification.from_pretrained(tiny_nli_path), str(folder))
+    assert any(p.abs().sum() > 0 for n, p in saved.named_parameters() if "lora_B" in n)  # the saved one learned
+    with torch.no_grad():
+        expected = saved.eval()(**batch).logits
+    _, wide_args = _tiny_args(tmp_path, tiny_nli_path, init_adapter=str(folder), lora_r=6, lora_alpha=3)
+    wide, _ = load_base(wide_args)
+    assert wide.peft_config["default"].r == 6
+    saves = wide.peft_config["default"].modules_to_save
+    assert saves and len(saves) == len(set(saves))
+    assert any(p.shape[0] == 6 for n, p in wide.named_parameters() if "lora_A" in n and p.requires_grad)
+    with torch.no_grad():
+        got = wide.eval()(**batch).logits
+    assert not torch.allclose(expected, torch.zeros_like(expected))
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)  # the same head, more rank to train
+
+    _, narrow = _tiny_args(tmp_path, tiny_nli_path, init_adapter=str(folder), lora_r=1)
+    with pytest.raises(ValueError, match=r"lora_r=1 is below the rank 2 .* cannot be narrowed"):
+        load_base(narrow)
 
 
 @pytest.mark.slow

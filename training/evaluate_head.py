@@ -201,7 +201,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         parser.error(str(err))
     oracle = args.head == "oracle"
-    backbone = None if oracle else load_backbone(args.head, kind="nli", device=args.device, dtype=args.dtype)
+    try:
+        backbone = None if oracle else load_backbone(args.head, kind="nli", device=args.device, dtype=args.dtype)
+    except (OSError, ValueError) as err:  # a missing folder, a bad device: the message, not a traceback
+        parser.error(f"--head {args.head!r}: {err}")
     dtype = str(getattr(getattr(backbone, "model", None), "dtype", "")).replace("torch.", "") or None
     meta = {"head": args.head, "device": args.device, "dtype": dtype, "train_lengths": list(TRAIN_LENGTHS),
             "ares": {"prior": 1.0, "mode": "auto"}, "sets": sets, **({"selection": args.selection} if oracle else {})}

@@ -31,6 +31,7 @@ from transformers import Trainer, TrainingArguments
 
 from ..backbones.loading import PACKAGED_ENCODER, resolve_model_name
 from ..io import check_outside_package
+from .adapters import continue_adapter
 from .callbacks import TimeBudgetCallback
 from .export import ID2LABEL, LABEL2ID, TrainingCollapsed, calibrate_and_save, check_not_collapsed, save_head
 from .mix import MixArguments, training_chains
@@ -63,8 +64,9 @@ class HeadTrainingArguments(TrainingArguments):
         "help": f"Encoder to fine-tune: a folder, a hub id, or {PACKAGED_ENCODER!r} (the packaged all-MiniLM-L6-v2)."})
     full_finetune: bool = field(default=False, metadata={"help": "Train every weight instead of a LoRA adapter."})
     init_adapter: str | None = field(default=None, metadata={
-        "help": "Start from this trained LoRA adapter folder (a later stage of a curriculum) instead of a fresh one."})
-    lora_r: int = field(default=8, metadata={"help": "LoRA rank."})
+        "help": "Start from this trained LoRA adapter folder (a later stage of a curriculum) instead of a fresh one; "
+                "a lora_r above its rank widens it (training/adapters.py), its function kept."})
+    lora_r: int = field(default=8, metadata={"help": "LoRA rank (with init_adapter: its rank, or larger to widen)."})
     lora_alpha: int = field(default=16, metadata={"help": "LoRA scaling numerator (scale = alpha / r)."})
     lora_dropout: float = field(default=0.05, metadata={"help": "Dropout on the LoRA path."})
     lora_target_modules: list[str] = field(default_factory=lambda: ["query", "key", "value", "dense"],
@@ -178,20 +180,11 @@ def load_base(args: HeadTrainingArguments) -> tuple[Any, Any]:
         embeddings = sorted({n.rsplit(".", 1)[-1] for n in names if n.endswith("embeddings")})
         raise ValueError(f"modules_to_save={list(args.modules_to_save)}: {missing} names no module of {path} (peft "
                          f"would silently train nothing for it); its embedding modules are {embeddings}.")
-    from peft import LoraConfig, PeftModel, TaskType, get_peft_model
+    from peft import LoraConfig, TaskType, get_peft_model
 
     if args.init_adapter:
-        model = PeftModel.from_pretrained(model, args.init_adapter, is_trainable=True)
-        config = model.peft_config["default"]
-        # peft appends the task's head names again on every reload: each saved module once, the new ones after them
-        saved = list(dict.fromkeys(config.modules_to_save or []))
-        config.modules_to_save = list(dict.fromkeys([*saved, *args.modules_to_save])) or None
-        if len(config.modules_to_save or []) > len(saved):  # wrap the new ones (a trainable copy of the base's)
-            from peft.utils import set_additional_trainable_modules
-
-            inner = model.base_model.model
-            set_additional_trainable_modules(inner, config, inner.config.to_dict(), "default")
-        return model, tokenizer
+        return continue_adapter(model, args.init_adapter, rank=args.lora_r, alpha=args.lora_alpha,
+                                dropout=args.lora_dropout, modules_to_save=args.modules_to_save), tokenizer
 
     config = LoraConfig(task_type=TaskType.SEQ_CLS, r=args.lora_r, lora_alpha=args.lora_alpha,
                         lora_dropout=args.lora_dropout, target_modules=list(args.lora_target_modules),
@@ -335,7 +328,8 @@ def train_head(mix: MixArguments, args: HeadTrainingArguments) -> TrainedHead:
     (out / "splits.json").write_text(json.dumps(summary, indent=2) + "\n")  # every chain id, per split
     best = trainer.state.best_model_checkpoint
     extra = {"training": {"mix": asdict(mix), "seed": args.seed, "full_finetune": args.full_finetune,
-                          "lora_r": args.lora_r, "lora_layers": list(args.lora_layers),
+                          "init_adapter": args.init_adapter or None, "lora_r": args.lora_r,
+                          "lora_alpha": args.lora_alpha, "lora_layers": list(args.lora_layers),
                           "learning_rate": args.learning_rate,
                           "bucket_batches": args.bucket_batches, "length_chunks": args.length_chunks,
                           "steps": result.global_step,

@@ -8,7 +8,8 @@ Every backbone here follows one path per ``entailment_probs`` call:
 3. **rendering** into token ids under the **window policy**: the hypothesis is never cut; when the premises do not
    fit the model's window, they are ranked by lexical relevance to the hypothesis
    (:func:`~ares_rerank.backbones.selection.relevance_scores`) and kept most relevant first, in their original order,
-   and the drop is counted in :attr:`HFBackbone.stats`; a hypothesis that alone exceeds the window is an error;
+   and the drop is counted in :attr:`HFBackbone.stats`; a hypothesis that alone exceeds the window is an error
+   (:class:`~ares_rerank.backbones.window.TokenWindow`, whose :meth:`fit_window` subclasses call);
 4. **length-sorted batches with dynamic padding** (each batch padded to its own longest item), one forward pass per
    batch under ``torch.inference_mode``;
 5. **shared-prefix reuse** (``prefix_cache``, on by default for causal decoders): the inputs of one ARES step share a
@@ -50,13 +51,14 @@ from .prefix import (
     plan_batches,
     shared_prefix_length,
 )
-from .selection import PremiseSelector, fit_indices, get_selector
+from .selection import PremiseSelector, get_selector
 from .tokenization import model_window
+from .window import TokenWindow
 
 
 __all__ = ["HFBackbone", "softmax_pick", "split_pairs"]
 
-class HFBackbone:
+class HFBackbone(TokenWindow):
     """Base of the Hugging Face backbones: selection, cache, window policy, batching. Subclasses render and score.
 
     Subclasses implement ``_render(claims, roles, hypothesis, kept) -> item`` (a dict with ``input_ids``) and
@@ -125,7 +127,6 @@ class HFBackbone:
             )
         self.prefix_cache = self.cache_argument is not None if prefix_cache is None else prefix_cache
         self.position_argument = self.cache_argument is not None and "position_ids" in forward_parameters(model)
-        self._claim_lengths: dict[str, int] = {}
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad_id = int(pad) if pad is not None else 0
 
@@ -228,7 +229,7 @@ class HFBackbone:
     def _encode_key(self, key: PairKey) -> dict[str, Any]:
         """The model input of one cache key (premises already selected), under the window policy."""
         claims, roles, hypothesis = key
-        return self._fit(list(claims), roles, hypothesis)
+        return self.fit_window(list(claims), roles, hypothesis)
 
     # -- public encode / batch API ---------------------------------------------------------------------------------
     def encode_pair(
@@ -351,75 +352,6 @@ class HFBackbone:
         self.token_stats.tokens += real
         self.token_stats.positions += rows * width
         return transform(output_logits(self.model(**batch)))
-
-    # -- the window policy ---------------------------------------------------------------------------------------
-    def _claim_length(self, claim: str) -> int:
-        if claim not in self._claim_lengths:
-            if len(self._claim_lengths) > 200_000:
-                self._claim_lengths.clear()
-            ids = self.tokenizer.encode(claim, add_special_tokens=False, verbose=False)
-            self._claim_lengths[claim] = len(ids)
-        return self._claim_lengths[claim]
-
-    def _separator_cost(self) -> int:
-        """Tokens a newline adds between two claims (1 for byte-level BPE, 0 for WordPiece)."""
-        if not hasattr(self, "_sep_cost"):
-            def count(text: str) -> int:
-                return len(self.tokenizer.encode(text, add_special_tokens=False, verbose=False))
-
-            self._sep_cost = max(0, count("a\nb") - count("a") - count("b"))
-        return self._sep_cost
-
-    def _fit(
-        self, claims: list[str], roles: tuple | None, hypothesis: str, reserve: int = 0, render: Any = None
-    ) -> dict[str, Any]:
-        """Render with every claim if it fits ``max_length - reserve``; else keep the most relevant that fit.
-
-        ``render(claims, roles, hypothesis, kept)`` defaults to :meth:`_render`.
-        """
-        render = render or self._render
-        window = self.max_length - reserve
-        item = render(claims, roles, hypothesis, list(range(len(claims))))
-        if len(item["input_ids"]) <= window:
-            return item
-        bare = render(claims, roles, hypothesis, [])
-        if len(bare["input_ids"]) > window:
-            if self.overlong_steps != "truncate":
-                raise ValueError(
-                    f"hypothesis {hypothesis[:80]!r} needs {len(bare['input_ids'])} tokens with no premises, more than "
-                    f"the model's window of {window}: the hypothesis is not cut unless asked. Split the step into "
-                    "shorter steps, use a model with a longer window (or raise max_length if the model supports it), "
-                    "or pass overlong_steps='truncate' to score its first tokens that fit."
-                )
-            return self._truncated(claims, roles, hypothesis, window, render, len(bare["input_ids"]))
-        # Estimated cost: each claim's tokens plus one newline between claims; the loop below corrects the estimate.
-        sep = self._separator_cost()
-        lengths = [self._claim_length(c) + sep for c in claims]
-        budget = window - len(bare["input_ids"]) + sep
-        while True:
-            kept = fit_indices(claims, hypothesis, lengths, budget)
-            item = render(claims, roles, hypothesis, kept)
-            if len(item["input_ids"]) <= window:
-                break
-            budget -= len(item["input_ids"]) - window  # the estimate was short (merges at joins): shrink and retry
-        self.stats.pairs_windowed += 1
-        self.stats.premises_dropped += len(claims) - len(kept)
-        return item
-
-    def _truncated(self, claims: list[str], roles: tuple | None, hypothesis: str, window: int, render: Any,
-                   length: int) -> dict[str, Any]:
-        """The hypothesis cut to its first tokens that fit the window alone (no premises); counted in stats."""
-        ids = self.tokenizer.encode(hypothesis, add_special_tokens=False)
-        keep = len(ids)
-        while length > window and keep > 0:
-            keep = max(0, keep - (length - window))
-            item = render(claims, roles, self.tokenizer.decode(ids[:keep]), [])
-            length = len(item["input_ids"])
-        if length > window:
-            raise ValueError(f"the model's window of {window} tokens cannot hold even an empty hypothesis.")
-        self.stats.hypotheses_truncated += 1
-        self.stats.premises_dropped += len(claims)
-        return item
 
     # -- for subclasses ------------------------------------------------------------------------------------------
     def _render(self, claims: list[str], roles: tuple | None, hypothesis: str, kept: list[int]) -> dict[str, Any]:

@@ -243,7 +243,7 @@ class LLMJudge(JudgeBase, HFBackbone):
     def _encode_key(self, key: tuple) -> dict[str, Any]:
         claims, roles, hypothesis = key
         reserve = max(len(ids) for ids, _ in self.options)  # room for the longest answer
-        return self._fit(list(claims), roles, hypothesis, reserve=reserve)
+        return self.fit_window(list(claims), roles, hypothesis, reserve=reserve)
 
     def _compute(self, keys: list[tuple]) -> list[float]:
         items = [self._encode_key(key) for key in keys]
@@ -291,7 +291,7 @@ class LLMJudge(JudgeBase, HFBackbone):
         def render_chain(claims: list[str], roles: Any, hypothesis: str, kept: list[int]) -> dict[str, Any]:
             return {"input_ids": self._prompt_ids(self.render_chain([claims[i] for i in kept], steps))}
 
-        item = self._fit(base_claims, None, numbered_steps(steps), reserve=max_new_tokens, render=render_chain)
+        item = self.fit_window(base_claims, None, numbered_steps(steps), reserve=max_new_tokens, render=render_chain)
         ids = torch.tensor([item["input_ids"]], device=self.device)
         with torch.inference_mode():
             generated = self.model.generate(

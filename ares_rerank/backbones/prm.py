@@ -187,7 +187,7 @@ class _PRMBase(HFBackbone):
         def render_chain(claims: list[str], roles: Any, hypothesis: str, kept: list[int]) -> dict[str, Any]:
             return self.encode_chain([claims[i] for i in kept], steps)
 
-        item = self._fit([str(c) for c in base_claims], None, " ".join(steps), render=render_chain)
+        item = self.fit_window([str(c) for c in base_claims], None, " ".join(steps), render=render_chain)
         return tuple(self.score_encoded([{**item, "all_tags": True}])[0])
 
     def _tag_rows(self, items: list[dict[str, Any]]) -> list[list[int]]:

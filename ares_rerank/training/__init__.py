@@ -2,11 +2,11 @@
 
 Data flow: labelled chains (your JSONL via ``chains_file``, or the generated ClaimTrees mix, :mod:`.mix`, whose
 state names come from :mod:`.names` and wordings from :mod:`.wordings`) -> split by chain id -> entailment pairs with
-the backbone's own premise selection (:mod:`.pairs`) -> ``transformers.Trainer`` (:mod:`.head`: LoRA or full
-fine-tuning, early stopping, optional length-bucketed batches from :mod:`.sampling`, a time budget from
-:mod:`.callbacks`) -> temperature (or Platt) calibration, a reliability diagram and a collapse check (:mod:`.export`,
-with :mod:`ares_rerank.calibration`) -> a head folder that ``load_backbone(path)`` loads. :mod:`.prm` trains a
-step-tag PRM on TRL-style ``{prompt, completions, labels}`` rows.
+the backbone's own premise selection (:mod:`.pairs`) -> ``transformers.Trainer`` (:mod:`.head`: a fresh LoRA adapter,
+a saved one continued or widened by :mod:`.adapters`, or full fine-tuning; early stopping, optional length-bucketed
+batches from :mod:`.sampling`, a time budget from :mod:`.callbacks`) -> temperature (or Platt) calibration, a
+reliability diagram and a collapse check (:mod:`.export`, with :mod:`ares_rerank.calibration`) -> a head folder that
+``load_backbone(path)`` loads. :mod:`.prm` trains a step-tag PRM on TRL-style ``{prompt, completions, labels}`` rows.
 
     ares-rerank train head --chains_file chains.jsonl --output_dir runs/my-head --max_steps 200
     ares-rerank calibrate runs/my-head/head --pairs heldout.jsonl

@@ -519,6 +519,9 @@ def test_a_wider_lora_r_widens_init_adapter_with_its_function_kept(tmp_path, tin
     _, narrow = _tiny_args(tmp_path, tiny_nli_path, init_adapter=str(folder), lora_r=1)
     with pytest.raises(ValueError, match=r"lora_r=1 is below the rank 2 .* cannot be narrowed"):
         load_base(narrow)
+    _, missing = _tiny_args(tmp_path, tiny_nli_path, init_adapter=str(tmp_path / "no-head"))
+    with pytest.raises(ValueError, match=r"init_adapter=.*no-head.* does not hold a saved adapter"):
+        load_base(missing)
 
 
 @pytest.mark.slow

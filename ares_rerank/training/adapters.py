@@ -24,7 +24,12 @@ def continue_adapter(model: Any, folder: str, *, rank: int, alpha: int, dropout:
     it learned."""
     from peft import LoraConfig, PeftConfig, PeftModel
 
-    saved = PeftConfig.from_pretrained(folder)
+    try:
+        saved = PeftConfig.from_pretrained(folder)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"init_adapter={folder!r} does not hold a saved adapter ({err}): pass the head folder an "
+                         "earlier `ares-rerank train head` wrote (<output_dir>/head), or a hub id of a LoRA adapter.") \
+            from err
     if not isinstance(saved, LoraConfig):
         raise ValueError(f"init_adapter={folder!r} holds a {type(saved).__name__}, not a LoRA adapter: continue it "
                          "with the library that made it, or start a fresh adapter (init_adapter unset).")

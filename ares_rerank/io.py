@@ -19,6 +19,7 @@ from typing import Any, Iterator, Sequence
 
 
 __all__ = [
+    "PACKAGE_DIR",
     "ResumableOutput",
     "atomic_folder",
     "atomic_open",

@@ -241,7 +241,10 @@ def test_cycle_check_prints_one_shortest_cycle_per_tangle():
 def test_backbone_loading_and_its_shared_helpers_import_no_backbone_module():
     graph = import_graph()
     assert graph["ares_rerank.backbones.devices"] == set()  # device / dtype
-    assert graph["ares_rerank.backbones.hub"] == {"ares_rerank.backbones.devices"}  # names, calibration, loading
+    assert graph["ares_rerank.io"] <= {"ares_rerank.chain"}  # folder and file helpers (chains read lazily)
+    assert graph["ares_rerank.chain"] == set()
+    # names, calibration, loading; the package folder (where the default head lies) from io
+    assert graph["ares_rerank.backbones.hub"] == {"ares_rerank.backbones.devices", "ares_rerank.io"}
     assert graph["ares_rerank.backbones.cache"] <= {"ares_rerank.backbones.selection"}
     assert graph["ares_rerank.backbones.loading"] == {"ares_rerank.backbones.hub",  # kinds are imported lazily
                                                       "ares_rerank.backbones.devices"}

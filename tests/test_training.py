@@ -823,3 +823,7 @@ def test_modules_to_save_must_name_a_module_and_outputs_stay_out_of_the_package(
     for flag in ("output_dir", "export_dir"):
         with pytest.raises(ValueError, match=f"{flag}: .* is inside the installed ares_rerank package"):
             _tiny_args(tmp_path, tiny_nli_path, **{flag: str(package / "runs")})
+    from ares_rerank.training.prm import PRMTrainingArguments
+
+    with pytest.raises(ValueError, match="output_dir: .* is inside the installed ares_rerank package"):
+        PRMTrainingArguments(model_name_or_path=str(tiny_nli_path), output_dir=str(package / "prm-run"))

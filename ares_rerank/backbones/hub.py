@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..io import PACKAGE_DIR
 from .devices import DTYPES, select_device, select_dtype
 
 
@@ -46,7 +47,7 @@ __all__ = [
 ]
 
 # The entailment head shipped with the package (``load_backbone("default")``).
-DEFAULT_HEAD_DIR = Path(__file__).resolve().parents[1] / "default_head"
+DEFAULT_HEAD_DIR = PACKAGE_DIR / "default_head"
 # Saved beside a head's weights or adapter: temperature, entailment label, window, premise selection.
 CALIBRATION_FILE = "ares_calibration.json"
 # The package that ships all-MiniLM-L6-v2's weights (a declared dependency), and the Hub id of the same model. Heads

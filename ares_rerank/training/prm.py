@@ -25,6 +25,8 @@ from typing import Any, Sequence
 
 from transformers import TrainingArguments
 
+from ..io import check_outside_package
+
 
 __all__ = ["PRMTrainingArguments", "chain_rows", "encode_rows", "load_rows", "load_prm", "train_prm"]
 
@@ -55,6 +57,7 @@ class PRMTrainingArguments(TrainingArguments):
             raise ValueError("--model_name_or_path is required: a token-classification model folder or hub id.")
         if not self.step_tag:
             raise ValueError("--step_tag must be a non-empty string, e.g. '<extra_0>'.")
+        check_outside_package(self.output_dir, flag="output_dir")
         super().__post_init__()
 
 

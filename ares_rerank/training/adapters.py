@@ -3,13 +3,15 @@
 A later stage of a curriculum (``init_adapter``) normally trains the saved adapter further at its own rank. When the
 stage asks for more capacity (``lora_r`` above the saved rank), :func:`continue_adapter` builds a fresh adapter of the
 larger rank on the same layers and copies the saved one into its first components: the saved ``lora_A`` rows and
-``lora_B`` columns (rescaled from the saved ``alpha / r`` to the new one), with the new ``lora_B`` columns at zero. So
-the widened model computes exactly what the saved head computed, and only training moves it. The result is still an
+``lora_B`` columns (rescaled from the saved scale to the new ``alpha / r``), while the new components keep peft's
+initialisation, which leaves one of their two sides at zero. So the widened model computes exactly what the saved
+head computed, and only training moves it. The result is still an
 adapter of the packaged base (rank ``lora_r``), so it ships like any other.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 
@@ -53,13 +55,12 @@ def continue_adapter(model: Any, folder: str, *, rank: int, alpha: int, dropout:
 
 def _widened(model: Any, folder: str, saved: Any, rank: int, alpha: int, dropout: float,
              modules_to_save: Sequence[str]) -> Any:
-    import torch
     from peft import LoraConfig, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
     from peft.utils import load_peft_weights
 
-    if saved.rank_pattern or saved.alpha_pattern:
-        raise ValueError(f"init_adapter={folder!r} has per-layer ranks or alphas (rank_pattern / alpha_pattern): "
-                         f"widening it to lora_r={rank} is not supported; continue it at lora_r: {saved.r}.")
+    if saved.rank_pattern or saved.alpha_pattern or saved.use_dora:
+        raise ValueError(f"init_adapter={folder!r} has per-layer ranks or alphas, or DoRA magnitudes: widening it to "
+                         f"lora_r={rank} is not supported; continue it at lora_r: {saved.r}.")
     config = LoraConfig(task_type=saved.task_type, r=rank, lora_alpha=alpha, lora_dropout=dropout,
                         target_modules=saved.target_modules, layers_to_transform=saved.layers_to_transform,
                         layers_pattern=saved.layers_pattern, bias=saved.bias,
@@ -70,20 +71,23 @@ def _widened(model: Any, folder: str, saved: Any, rank: int, alpha: int, dropout
     config.modules_to_save = list(dict.fromkeys(config.modules_to_save or [])) or None
     weights = load_peft_weights(folder, device="cpu")
     fresh = get_peft_model_state_dict(model)
-    factor = (saved.lora_alpha / saved.r) / (alpha / rank)  # the saved update B A * scale is kept exactly
+    saved_scale = saved.lora_alpha / (math.sqrt(saved.r) if saved.use_rslora else saved.r)
+    factor = saved_scale / (alpha / rank)  # the saved update scale * B A is kept exactly
     merged = {}
     for key, value in fresh.items():
         old = weights.get(key)
-        if old is None:
-            merged[key] = value  # a module added by modules_to_save: the base's own copy
-        elif key.endswith("lora_A.weight"):
+        if old is None:  # a module added by modules_to_save: the base's own copy
+            merged[key] = value
+        elif "lora_A" in key or "lora_embedding_A" in key:  # (rank, in): the saved rows first
             merged[key] = value.detach().clone()
             merged[key][: saved.r] = old
-        elif key.endswith("lora_B.weight"):
-            merged[key] = torch.zeros_like(value)
+        elif "lora_B" in key or "lora_embedding_B" in key:  # (out, rank): the saved columns first
+            merged[key] = value.detach().clone()
             merged[key][:, : saved.r] = old * factor
         else:
             merged[key] = old
+    # peft's default initialisation leaves one side of each new component at zero (B for linear layers, A for
+    # embeddings), so the new components add nothing until training moves them: the widened update is the saved one.
     unused = sorted(set(weights) - set(fresh))
     if unused:
         raise ValueError(f"init_adapter={folder!r}: saved weights {unused[:3]} match no module of the widened "

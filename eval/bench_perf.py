@@ -136,8 +136,8 @@ def perf_markdown(result: dict[str, Any]) -> str:
 
 
 def machine_description() -> str:
-    """CPU, core count, Python and torch versions, and the CPU's native bf16 flags (what ``dtype="bfloat16"`` needs
-    to be fast on a CPU; read from /proc/cpuinfo where there is one)."""
+    """CPU, core count, Python and torch versions, the CPU's native bf16 flags (what ``dtype="bfloat16"`` needs to be
+    fast on a CPU; read from /proc/cpuinfo where there is one), and the GPU where torch sees one."""
     import torch
 
     cpu, flags = platform.processor() or platform.machine(), set()
@@ -151,7 +151,8 @@ def machine_description() -> str:
                 flags = set(value.split())
     bf16 = sorted(flags & {"avx512_bf16", "amx_bf16"})
     native = f", native bf16: {'/'.join(bf16) if bf16 else 'no'}" if flags else ""
-    return (f"{cpu}, {os.cpu_count()} CPUs{native}, Python {platform.python_version()}, "
+    gpu = f", GPU: {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ""
+    return (f"{cpu}, {os.cpu_count()} CPUs{native}{gpu}, Python {platform.python_version()}, "
             f"torch {torch.__version__}")
 
 

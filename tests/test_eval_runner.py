@@ -340,3 +340,15 @@ def test_bench_floor_trajectories_follow_the_backbone():
     assert never[2][1][0] == (("A",), "D") and all((v == 0).all() for v, _ in never)
     coin = sample_trajectories(chain, FunctionBackbone(lambda p, h: [0.5] * len(h)), num=400, seed=1)
     assert len(set(coin[2][1])) == 4  # B and C each kept in about half of the trajectories
+
+
+def test_machine_description_names_the_gpu_only_where_torch_sees_one(monkeypatch):
+    import torch
+
+    from eval.bench_perf import machine_description
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert "GPU" not in machine_description() and "torch " in machine_description()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "Test Accelerator 9000")
+    assert ", GPU: Test Accelerator 9000, Python" in machine_description()

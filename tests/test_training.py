@@ -138,7 +138,8 @@ def test_pairs_dataset_columns(mix_chains):
 
 
 HELDOUT_WORDS = {"given", "conclude", "concluding", "know", "available", "whenever", "becomes", "possessing", "grants",
-                 "access", "acquired", "attaining", "attained", "assures", "consequently"}
+                 "access", "acquired", "attaining", "attained", "assures", "consequently", "procuring", "procured",
+                 "guarantees", "accordingly", "fulfilling", "fulfilled", "triggers", "whereupon", "entails", "verified"}
 
 
 def test_wording_forms_parse_in_every_combination_and_avoid_the_heldout_words():

@@ -60,7 +60,8 @@ def _heldout_recipes(n: int) -> list[Chain]:
 
 # held-out wording sets -> their key in HELDOUT_TEMPLATES (the loader and set_oracle read the same templates)
 _WORDING_SETS = {"reworded-10": "given", "available-10": "available", "acquired-10": "acquired",
-                 "attained-10": "attained"}
+                 "attained-10": "attained", "procured-10": "procured", "fulfilled-10": "fulfilled",
+                 "entails-10": "entails"}
 # name -> (loader of the first n chains, group for the report)
 EVAL_SETS: dict[str, tuple[Callable[[int], list[Chain]], str]] = {
     "claimtrees-5": (_vanilla(5), "in-distribution"),

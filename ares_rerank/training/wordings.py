@@ -133,7 +133,8 @@ STEP_FORMS: tuple[str, ...] = (
 )
 
 # Never trained on: their verbs ("given", "conclude", "know"; "available", "whenever", "becomes"; "possessing",
-# "grants", "acquired"; "attaining", "assures", "attained") appear in no training form and in no random wording (a
+# "grants", "acquired"; "attaining", "assures", "attained"; "procuring", "guarantees", "procured"; "fulfilling",
+# "triggers", "fulfilled"; "entails", "verified") appear in no training form and in no random wording (a
 # sentence shape may echo one: "Having {p} unlocks {q}." is a training rule).
 HELDOUT_TEMPLATES: dict[str, ClaimTreesTemplates] = {
     "given": ClaimTreesTemplates(
@@ -159,6 +160,25 @@ HELDOUT_TEMPLATES: dict[str, ClaimTreesTemplates] = {
         rule="Attaining {p} assures {q}.",
         fact="{p} is attained.",
         step="{p} is attained, and attaining {p} assures {q}; consequently, {q} is attained.",
+    ),
+    # Written on 2026-11-27 (eleventh session), after every recipe-trained head had lost `attained`, and committed
+    # before any head was measured on them: two more of attained's shape with other words, and one in the words of
+    # logic. Every word is outside the random wordings' vocabulary (no training data changed); only "is", "and",
+    # "since" and "too" also occur in training forms.
+    "procured": ClaimTreesTemplates(
+        rule="Procuring {p} guarantees {q}.",
+        fact="{p} is procured.",
+        step="{p} is procured, and procuring {p} guarantees {q}; accordingly, {q} is procured.",
+    ),
+    "fulfilled": ClaimTreesTemplates(
+        rule="Fulfilling {p} triggers {q}.",
+        fact="{p} is fulfilled.",
+        step="{p} is fulfilled, and fulfilling {p} triggers {q}; whereupon {q} is fulfilled.",
+    ),
+    "entails": ClaimTreesTemplates(
+        rule="{p} entails {q}.",
+        fact="{p} is verified.",
+        step="Since {p} is verified and {p} entails {q}, {q} is verified too.",
     ),
 }
 

@@ -369,6 +369,9 @@ def test_every_training_config_parses():
     _, args = parse_args([str(train_default_head.CONFIGS / "default_head_stage5_recipes.yaml"),
                           "--full_finetune", "true", "--init_adapter", ""])
     assert args.full_finetune and not args.init_adapter
+    # the GPU recipe of stage 6's run Y widens the shipped rank-8 adapter to rank 64 at v4's scale of 2
+    _, args = parse_args([str(train_default_head.CONFIGS / "default_head_gpu_widened.yaml")])
+    assert (args.lora_r, args.lora_alpha, args.init_adapter) == (64, 128, "ares_rerank/default_head")
 
 
 def test_parse_args_reads_yaml_and_lets_flags_override(tmp_path):

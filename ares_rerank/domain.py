@@ -102,5 +102,5 @@ def demo_warning_message(owner: str, reason: str) -> str:
         "near-constant rewards up to full-size advantages). Pass a backbone for your domain: a process reward model "
         "(load_backbone('Qwen/Qwen2.5-Math-PRM-7B', kind='prm')), an LLM judge (kind='judge', or kind='openai' for a "
         "served one) or a head you trained; on the command line --backbone PATH --kind prm|judge; for "
-        "ares_rerank.rewards.ares_reward set ARES_RERANK_BACKBONE and ARES_RERANK_KIND. Shown once per reranker."
+        "ares_rerank.rewards.ares_reward set ARES_RERANK_BACKBONE and ARES_RERANK_KIND."
     )

@@ -12,6 +12,7 @@ import glob
 import json
 import os
 import sys
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -97,16 +98,31 @@ def _created_mode(base: int) -> int:
     return base & ~mask
 
 
+def is_stream(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is (or links to) a character device, FIFO or socket: written through, never replaced."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[Any]:
     """Open ``path`` for writing (``mode`` ``"w"`` text, ``"wb"`` bytes) so that it appears only complete: a temporary
     file beside it is moved into place when the ``with`` block ends without an error, and removed when it raises (the
     parent folder is created). A symlink at ``path`` is replaced by the file, never written through. The file gets the
     permissions of the file it replaces, or those a plain ``open`` would give it (not ``tempfile``'s private 0o600).
+    A stream at ``path`` (a character device such as ``/dev/null``, a FIFO, or a link to one such as ``/dev/stdout``)
+    is written through as it is: there is no file to replace, and replacing the device would break it.
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_open(mode={mode!r}) writes a whole new file: use 'w' or 'wb'.")
     path = Path(path)
+    if is_stream(path):
+        with open(path, mode, encoding=None if "b" in mode else "utf-8") as handle:
+            yield handle
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

@@ -287,7 +287,8 @@ class AresReranker:
         reason = off_domain_reason([r["steps"] for r in scored], [r["step_scores"] for r in scored])
         if reason is not None:
             self._demo_warned = True
-            warnings.warn(demo_warning_message("AresReranker", reason), DemoBackboneWarning, stacklevel=4)
+            warnings.warn(demo_warning_message("AresReranker", reason) + " Shown once per reranker.",
+                          DemoBackboneWarning, stacklevel=4)
 
     def score_batch(
         self,

@@ -220,3 +220,24 @@ def test_atomic_outputs_get_the_permissions_a_plain_write_would_not_tempfiles_pr
     assert (tmp_path / "results.json").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "head").stat().st_mode & 0o777 == 0o755
     assert (tmp_path / "private.json").stat().st_mode & 0o777 == 0o640
+
+
+@pytest.mark.parametrize("command", ["score", "rank"])
+def test_an_output_fifo_is_written_through_not_replaced(tmp_path, command):
+    """--output /dev/stdout, /dev/null or a named pipe: the atomic rename would replace the device with a file (as
+    root, /dev/null itself); a stream is written through instead."""
+    import stat
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[str] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()), daemon=True)
+    reader.start()
+    done = _cli(_argv(command, _inputs(tmp_path), fifo), tmp_path)
+    reader.join(timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)  # still the pipe
+    lines = [json.loads(line) for line in received[0].splitlines()]
+    assert len(lines) == (6 if command == "score" else 3)
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".pipe")]  # no temporary left beside it

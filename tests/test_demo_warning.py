@@ -4,6 +4,7 @@ reranker, the reward and the filter), naming what to pass instead; other backbon
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -83,3 +84,22 @@ def test_the_filter_warns_through_its_reranker():
 
     ares_filter = AresFilter(AresReranker(fake_demo(0.5, domain="claimtrees")), threshold=0.5)
     assert len(caught(lambda: ares_filter.keep_mask(["x = 2"] * 2, ["so 2x = 4", "so x + 1 = 3"]))) == 1
+
+
+def test_the_score_command_says_so_last_on_stderr(tmp_path, capsys):
+    """The README's main command with the default head on math text: the scores are printed, then the warning."""
+    import json
+
+    from ares_rerank.cli import main
+
+    chains = tmp_path / "math.jsonl"
+    steps = ["2x = 7 - 3 = 4", "x = 4 / 2 = 2", "So x = 2"]
+    chains.write_text("".join(json.dumps({"id": f"m{i}", "base_claims": ["Solve 2x + 3 = 7."], "steps": steps[i:]})
+                              + "\n" for i in range(2)))
+    assert main(["score", str(chains), "--backbone", "default", "--no-progress"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("WARNING: ares-rerank score is scoring with the embedded demo head")
+    assert "look like math" in err[-1] and "--backbone PATH --kind prm|judge" in err[-1]
+    demo = Path(__file__).resolve().parents[1] / "examples" / "claimtrees_demo.jsonl"
+    assert main(["score", str(demo), "--backbone", "default", "--no-progress"]) == 0
+    assert "WARNING" not in capsys.readouterr().err

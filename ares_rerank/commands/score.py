@@ -55,7 +55,20 @@ def run(args: argparse.Namespace) -> int:
     if len(todo) < len(chains):
         print(f"resumed: {len(chains) - len(todo)} chains were already scored by an earlier run", file=sys.stderr)
     _summary(todo, scored, args.method, config.threshold, backbone)
+    _check_domain(todo, scored, backbone)
     return 0
+
+
+def _check_domain(chains, results, backbone) -> None:
+    """Say loudly, last on stderr, when the embedded demo head scored text outside its domain (its scores are then
+    not meaningful), as the reranker, reward and filter do."""
+    from ..domain import demo_warning_message, is_demo_backbone, off_domain_reason
+
+    if not results or not is_demo_backbone(backbone):
+        return
+    reason = off_domain_reason([chain.steps for chain in chains], [scores.step_scores for scores in results])
+    if reason:
+        print(f"WARNING: {demo_warning_message('ares-rerank score', reason)}", file=sys.stderr)
 
 
 def _summary(chains, results, method, threshold, backbone) -> None:

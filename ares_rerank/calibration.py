@@ -43,6 +43,7 @@ __all__ = [
     "CALIBRATION_METHODS",
     "CalibrationReport",
     "calibrate",
+    "check_bins",
     "check_method",
     "entailment_probs_from_logits",
     "expected_calibration_error",
@@ -62,6 +63,8 @@ T_MIN, T_MAX = 0.05, 20.0
 BIAS_MAX = 20.0
 #: What ``calibrate(method=...)``, ``ares-rerank calibrate --method`` and training's ``calibration_method`` accept.
 CALIBRATION_METHODS = ("temperature", "platt")
+#: More equal-width bins than held-out pairs can fill; the reliability table is allocated per bin.
+MAX_BINS = 1000
 
 
 def _as_logits(logits: Any, name: str = "logits") -> np.ndarray:
@@ -246,8 +249,7 @@ def reliability_bins(probs: Any, labels: Any, n_bins: int = 15) -> dict[str, np.
         raise ValueError(f"probs {p.shape} and labels {y.shape} must be 1-D, non-empty and of the same length.")
     if np.any((p < 0) | (p > 1)) or not np.all(np.isin(y, (0.0, 1.0))):
         raise ValueError("probs must lie in [0, 1] and labels must be 0 or 1 (1 = entailed).")
-    if not isinstance(n_bins, int) or n_bins < 1:
-        raise ValueError(f"n_bins={n_bins!r} must be a positive integer, e.g. 15.")
+    check_bins(n_bins)
     edges = np.linspace(0.0, 1.0, n_bins + 1)
     which = np.clip(np.digitize(p, edges[1:-1], right=True), 0, n_bins - 1)
     count = np.bincount(which, minlength=n_bins).astype(np.float64)
@@ -287,6 +289,13 @@ class CalibrationReport:
         return asdict(self)
 
 
+def check_bins(n_bins: Any, name: str = "n_bins") -> int:
+    """``n_bins`` if it is an integer in [1, :data:`MAX_BINS`], else a ValueError that names ``name``."""
+    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or not 1 <= n_bins <= MAX_BINS:
+        raise ValueError(f"{name}={n_bins!r} must be an integer in [1, {MAX_BINS}], e.g. 15.")
+    return int(n_bins)
+
+
 def check_method(method: Any, name: str = "method") -> str:
     """``method`` if it is one of :data:`CALIBRATION_METHODS`, else a ValueError that names ``name`` and the choices."""
     if method not in CALIBRATION_METHODS:
@@ -324,6 +333,12 @@ def calibrate(
     z = _as_logits(logits)
     y = _as_labels(labels, z.shape[0], z.shape[1])
     check_method(method)
+    check_bins(n_bins)
+    if temperature is None and len(set((y == positive_index).tolist())) < 2:
+        kind = "entailed" if bool(y[0] == positive_index) else "not entailed"
+        raise ValueError(f"calibrate: all {len(y)} held-out pairs are {kind}: a fit needs pairs of both kinds (on one "
+                         "kind the temperature runs to its bound and squashes every score); add held-out pairs of the "
+                         "other kind, or evaluate a given temperature=.")
     if temperature is not None:
         t, b = float(temperature), float(bias or 0.0)
     elif bias is not None:

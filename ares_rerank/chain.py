@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import hashlib
 import math
+import numbers
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from numbers import Real
 from typing import Any, Sequence
 
 
-__all__ = ["Chain", "ChainScores", "split_prompt", "split_sentences", "split_steps"]
+__all__ = ["Chain", "ChainScores", "check_separator", "split_prompt", "split_sentences", "split_steps"]
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ class Chain:
                 "(a completion with no text gives no chain; skip it or give it a score yourself)."
             )
         for k, step in enumerate(steps):
-            if not step.strip():
+            if not _has_text(step):
                 raise ValueError(
                     f"Chain{_named(id)} steps[{k}] is blank ({step!r}): a step with no text cannot be judged (the "
                     "reward calls such a completion unscorable). Drop blank steps (split_steps / Chain.from_text do) "
@@ -130,6 +132,16 @@ def _named(chain_id: Any) -> str:
     return "" if chain_id is None else f" {chain_id!r}"
 
 
+def _has_text(text: str) -> bool:
+    """Whether ``text`` holds a visible character: not only whitespace and format characters (zero-width space,
+    joiners, byte-order marks)."""
+    return any(not c.isspace() and unicodedata.category(c) != "Cf" for c in text)
+
+
+#: The longest claim a Chain takes, in characters (about 250k tokens, beyond any backbone's window).
+MAX_CLAIM_CHARS = 1_000_000
+
+
 def _as_str_tuple(values: Any, name: str, chain_id: Any = None) -> tuple[str, ...]:
     """``values`` as a tuple of strings that can be UTF-8 encoded (hashing, tokenizers and JSON output need it)."""
     if isinstance(values, (str, bytes)):
@@ -143,6 +155,11 @@ def _as_str_tuple(values: Any, name: str, chain_id: Any = None) -> tuple[str, ..
     for i, v in enumerate(out):
         if not isinstance(v, str):
             raise TypeError(f"Chain({name}[{i}]) is {type(v).__name__} ({_short(v)}), expected str: pass the text.")
+        if len(v) > MAX_CLAIM_CHARS:
+            raise ValueError(
+                f"Chain{_named(chain_id)} {name}[{i}] is {len(v):,} characters, more than any backbone reads (at most "
+                f"{MAX_CLAIM_CHARS:,}; tokenizing it alone takes GBs): split it into claims or steps, or shorten it."
+            )
         try:
             v.encode("utf-8")
         except UnicodeEncodeError as err:
@@ -194,15 +211,9 @@ def split_prompt(prompt: str, mode: str = "none") -> list[str]:
     raise ValueError(f"prompt_split={mode!r} is not supported: use 'none', 'sentences' or 'lines'.")
 
 
-def split_steps(text: str, separator: str | None = "\n\n") -> list[str]:
-    """Split a completion into non-empty, stripped steps.
-
-    ``separator`` is a literal string, a regex when prefixed with ``re:``, or ``None`` for sentence splitting.
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"split_steps(text=...) must be a string, got {type(text).__name__}.")
-    if separator is None:
-        return split_sentences(text)
+def check_separator(separator: str) -> re.Pattern[str] | None:
+    """Check a ``step_separator`` string (a literal, or ``re:<pattern>``): the compiled pattern for ``re:``, ``None``
+    for a literal; a ValueError naming it when it would split nothing or every character."""
     if not isinstance(separator, str):
         raise TypeError(
             f"step_separator={separator!r} is {type(separator).__name__}: pass a string (e.g. '\\n\\n'), "
@@ -218,10 +229,30 @@ def split_steps(text: str, separator: str | None = "\n\n") -> list[str]:
                 f"step_separator={separator!r} is not a valid regular expression ({err}): fix the pattern after "
                 "'re:', or pass a literal separator without the 're:' prefix."
             ) from None
+        if pattern.fullmatch(""):
+            raise ValueError(
+                f"step_separator={separator!r} matches the empty string, so every character would be a step: make "
+                "the pattern match at least one character (e.g. 're:\\n+' rather than 're:\\n*')."
+            )
+        return pattern
+    return None
+
+
+def split_steps(text: str, separator: str | None = "\n\n") -> list[str]:
+    """Split a completion into non-empty, stripped steps.
+
+    ``separator`` is a literal string, a regex when prefixed with ``re:``, or ``None`` for sentence splitting.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"split_steps(text=...) must be a string, got {type(text).__name__}.")
+    if separator is None:
+        return split_sentences(text)
+    pattern = check_separator(separator)
+    if pattern is not None:
         parts = pattern.split(text)
     else:
         parts = text.split(separator)
-    return [p.strip() for p in parts if p and p.strip()]
+    return [p.strip() for p in parts if _has_text(p)]
 
 
 # A sentence ends at . ! or ? followed by whitespace and an upper-case letter, digit, quote or bracket, unless the
@@ -263,7 +294,7 @@ def split_sentences(text: str) -> list[str]:
         sentences.append(text[start : match.start(1) + 1].strip())
         start = match.end()
     sentences.append(text[start:].strip())
-    return [s for s in sentences if s]
+    return [s for s in sentences if _has_text(s)]
 
 
 @dataclass
@@ -296,8 +327,11 @@ class ChainScores:
     chain_id: str | None = None
 
     def flags(self, threshold: float = 0.5) -> list[bool]:
-        """Steps flagged unsound: ``tau_k <= threshold``."""
-        return [s <= threshold for s in self.step_scores]
+        """Steps flagged unsound: ``tau_k <= threshold`` (a threshold in [0, 1])."""
+        if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"threshold={threshold!r} must be a number in [0, 1] (scores are probabilities), "
+                             "e.g. 0.5.")
+        return [bool(s <= threshold) for s in self.step_scores]
 
     def first_error(self, threshold: float = 0.5) -> int:
         """0-based index of the first flagged step, or -1 if none is flagged (ProcessBench's convention)."""

@@ -164,9 +164,15 @@ def _is_int(value: Any) -> bool:
 def _required_samples(num_steps: int, eps: float, delta: float) -> float:
     """``ln(2m/delta) / (2 eps^2)`` as a float (``inf`` where it overflows), before rounding up."""
     try:
-        return math.log(2 * num_steps / delta) / (2 * eps * eps)
+        return _log_union(num_steps, delta) / (2 * eps * eps)
     except (ZeroDivisionError, OverflowError):  # eps so small that eps^2 underflows: more than any bound
         return math.inf
+
+
+def _log_union(num_steps: int, delta: float) -> float:
+    """``ln(2m/delta)``, also where ``2m/delta`` overflows (a subnormal delta): ``ln(2m) - ln(delta)`` then."""
+    ratio = 2 * num_steps / delta
+    return math.log(ratio) if math.isfinite(ratio) else math.log(2 * num_steps) - math.log(delta)
 
 
 def sample_size(num_steps: int, eps: float = 0.1, delta: float = 0.1) -> int:
@@ -193,15 +199,15 @@ def check_sample_size(num_steps: int, config: AresConfig, chain: Chain | None = 
         f"a chain of {num_steps} step{'s' if num_steps != 1 else ''}")
     if needed > config.max_samples:
         shown = f"N = {math.ceil(needed):,} trajectories" if math.isfinite(needed) else "too many trajectories to count"
-        fits = math.sqrt(math.log(2 * num_steps / config.delta) / (2 * config.max_samples))
+        fits = math.sqrt(_log_union(num_steps, config.delta) / (2 * config.max_samples))
         unit = 10.0 ** (math.floor(math.log10(fits)) - 1)
         fits = math.ceil(fits / unit) * unit  # rounded up to two digits, so the value shown does fit
         why = " (auto mode fell back to sampling: exact mode's bound exceeded eps)" if config.mode == "auto" else ""
+        raise_eps = f"raise eps (eps >= {fits:.2g} fits) or delta" if fits < 1.0 else "raise delta"
         raise ValueError(
             f"AresConfig(eps={config.eps!r}, delta={config.delta!r}) needs {shown} for {where}{why} "
-            f"(N = ceil(ln(2m/delta) / (2 eps^2))), more than max_samples={config.max_samples:,}: raise eps (eps >= "
-            f"{fits:.2g} fits) or delta, or raise max_samples if the memory (about N x claims bytes) and time are "
-            "acceptable."
+            f"(N = ceil(ln(2m/delta) / (2 eps^2))), more than max_samples={config.max_samples:,}: {raise_eps}, or "
+            "raise max_samples if the memory (about N x claims bytes) and time are acceptable."
         )
     n_samples = math.ceil(needed)
     claims = num_steps if chain is None else chain.num_base + chain.num_steps

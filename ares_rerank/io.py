@@ -58,7 +58,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[tuple[int, Any]]:
     """
     if str(path) != "-" and not Path(path).is_file():
         raise FileNotFoundError(f"input file {str(path)!r} does not exist (or is not a file).")
-    lines = read_utf8(path).splitlines()
+    lines = read_utf8(path).removeprefix("\ufeff").splitlines()  # a byte-order mark, as Windows editors write
     records = []
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
@@ -218,6 +218,31 @@ def check_output_dir(folder: str | os.PathLike[str], *, flag: str = "--out") -> 
     return folder
 
 
+def prepare_run_dir(folder: str | os.PathLike[str], *, result: str, overwrite: bool, flag: str = "output_dir",
+                    overwrite_flag: str = "--overwrite_output_dir true") -> Path:
+    """Before any training: ``folder`` is a writable folder outside the package (:func:`check_output_dir`) that holds
+    no earlier run's ``result`` folder or ``checkpoint-*`` unless ``overwrite``; then the earlier checkpoints are
+    removed (so that checkpoint rotation and the best checkpoint are this run's alone), and ``result`` is replaced
+    only when the new one is saved.
+
+    Raises:
+        ValueError: the folder cannot be written, or holds an earlier run and ``overwrite`` is false; the message
+            names ``flag``, the folder and the fix.
+    """
+    import shutil
+
+    out = check_output_dir(folder, flag=flag)
+    earlier = sorted(p.name for p in out.iterdir() if p.name == result or p.name.startswith("checkpoint-"))
+    if earlier and not overwrite:
+        shown = ", ".join(earlier[:3]) + (", ..." if len(earlier) > 3 else "")
+        raise ValueError(f"{flag}={str(folder)!r} holds an earlier run ({shown}) that training would replace: pass a "
+                         f"new --{flag}, or {overwrite_flag} to replace it.")
+    for name in earlier:
+        if name != result:
+            shutil.rmtree(out / name)
+    return out
+
+
 class ResumableOutput:
     """JSON-lines results written batch by batch, so that a long run that stops can resume where it stopped.
 
@@ -303,8 +328,8 @@ def file_signature(path: str | os.PathLike[str]) -> str:
     """Path, size and modification time of a file: enough to tell that a resumed run reads the same input."""
     if str(path) == "-":
         return "-"
-    stat = Path(path).stat()
-    return f"{Path(path).resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+    info = Path(path).stat()
+    return f"{Path(path).resolve()}:{info.st_size}:{info.st_mtime_ns}"
 
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:
@@ -332,13 +357,17 @@ def read_chains(path: str | os.PathLike[str], step_separator: str | None = "\n\n
         if not isinstance(record, dict):
             raise ValueError(f"{path}:{lineno} must be a JSON object, got {type(record).__name__}.")
         try:
+            chain_id = record.get("id")
+            if chain_id is None:  # absent or null: the line number
+                chain_id = lineno
+            elif isinstance(chain_id, bool) or not isinstance(chain_id, (str, int)):
+                raise ValueError(f"id={chain_id!r} must be a string or an integer (or absent: the line number).")
             if "steps" in record:
                 chain = Chain(record.get("base_claims", []), record["steps"], labels=record.get("labels"),
-                              id=str(record.get("id", lineno)), meta=record.get("meta"))
+                              id=str(chain_id), meta=record.get("meta"))
             elif "completion" in record:
                 chain = Chain.from_text(record.get("prompt", ""), record["completion"], step_separator=step_separator,
-                                        prompt_split=prompt_split, labels=record.get("labels"),
-                                        id=str(record.get("id", lineno)))
+                                        prompt_split=prompt_split, labels=record.get("labels"), id=str(chain_id))
             else:
                 raise ValueError("needs 'steps' (with 'base_claims') or 'completion' (with 'prompt').")
         except (TypeError, ValueError) as err:

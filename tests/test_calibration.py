@@ -142,6 +142,12 @@ def test_bad_inputs_name_the_problem():
         expected_calibration_error([1.5], [1])
     with pytest.raises(ValueError, match="temperature"):
         write_calibration("/tmp", {"temperature": -1})
+    # 1e11 bins asked for 745 GiB; a fit on pairs of one kind ran the temperature to its bound and was saved
+    with pytest.raises(ValueError, match=r"n_bins=99999999999 must be an integer in \[1, 1000\]"):
+        expected_calibration_error([0.5], [1], n_bins=99999999999)
+    with pytest.raises(ValueError, match="all 3 held-out pairs are entailed: a fit needs pairs of both kinds"):
+        calibrate(np.zeros((3, 2)), [1, 1, 1])
+    assert calibrate(np.zeros((3, 2)), [1, 1, 1], temperature=1.0).ece_after == pytest.approx(0.5)  # evaluating is fine
 
 
 @pytest.mark.parametrize("row, match", [

@@ -81,3 +81,37 @@ def test_sentence_splitter_on_math_keeps_decimals_units_step_labels_and_abbrevia
     assert split_sentences("(a) First, i.e. 1.5. (b) Second, cf. Eq. 3. Done.") == [
         "(a) First, i.e. 1.5.", "(b) Second, cf. Eq. 3.", "Done."
     ]
+
+
+def test_flags_need_a_threshold_in_0_1_and_claims_are_bounded():
+    import numpy as np
+
+    from ares_rerank.chain import MAX_CLAIM_CHARS
+
+    scores = ChainScores(step_scores=[0.2, 0.9], evaluations=2, evaluations_per_step=[1, 1], method="ares")
+    assert scores.flags(0.5) == [True, False] and scores.flags(np.float32(0.5)) == [True, False]
+    assert scores.first_error(0.1) == -1 and scores.first_error(1) == 0
+    for bad in (float("nan"), 5, -0.1, "0.5", True):  # nan flagged nothing, 5 everything, "0.5" a bare TypeError
+        with pytest.raises(ValueError, match=r"threshold=.* must be a number in \[0, 1\]"):
+            scores.flags(bad)
+    Chain([], ["x" * MAX_CLAIM_CHARS])
+    with pytest.raises(ValueError, match=r"steps\[0\] is 1,000,001 characters, more than any backbone reads"):
+        Chain([], ["x" * (MAX_CLAIM_CHARS + 1)])
+
+
+def test_a_regex_separator_that_matches_nothing_is_refused():
+    from ares_rerank.chain import check_separator
+
+    assert split_steps("a\n\nb", "re:\n+") == ["a", "b"]
+    assert check_separator("\n\n") is None
+    for bad in ("re:", "re:\\s*", "re:(x)?"):
+        with pytest.raises(ValueError, match="matches the empty string"):
+            split_steps("abc", bad)
+
+
+def test_a_step_of_only_invisible_characters_is_blank():
+    for invisible in ("\u200b", " \u200d\ufeff "):
+        with pytest.raises(ValueError, match=r"steps\[0\] is blank"):
+            Chain([], [invisible])
+    assert split_steps("a\n\n\u200b\n\nb") == ["a", "b"] and split_sentences(" \u200b ") == []
+    assert Chain([], ["a\u200b"]).steps == ("a\u200b",)  # visible text with a format character stays as it is

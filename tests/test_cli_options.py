@@ -76,12 +76,27 @@ def test_aresconfig_works_with_hf_argument_parser():
     (["calibrate", "default", "--pairs", "{data}"], "never modifies"),
     (["calibrate", "default", "--pairs", "{data}", "--output-dir", "{package}/calibrated"],
      "--output-dir: '{package}/calibrated' is inside the installed ares_rerank package"),
+    # found by an audit of bad inputs (2026-11-27): each ended in a traceback line, a late failure or a silent run
+    (["calibrate", "default", "--pairs", "{data}", "--dry-run", "--bins", "99999999999"],
+     "--bins=99999999999 must be an integer in [1, 1000]"),
+    (["calibrate", "default", "--pairs", "{data}", "--output-dir", "{file}/copy"], "--output-dir: cannot create"),
+    (["eval", "--task", "claimtrees", "--n", "10", "--cache-dir", "{package}/cache", "--no-progress"],
+     "--cache-dir: '{package}/cache' is inside the installed ares_rerank package"),
+    (["eval", "--task", "processbench", "--n", "5", "--no-progress"], "task='processbench' needs ['path']"),
+    (["eval", "--task", "claimtrees", "--n", "99999999999", "--no-cache", "--no-progress"],
+     "n=99,999,999,999 examples are more than one call builds"),
+    (["score", "{data}", "--backbone", "{data}"], "is a file, not a model"),
+    (["score", "{data}", "--backbone", "claimtrees-oracle", "--kind", "judge"], "not kind='judge'"),
+    (["score", "{data}", "--backbone", "claimtrees-oracle", "--step-separator", "re:\\s*"],
+     "matches the empty string"),
+    (["train", "head", "missing.yaml"], "config 'missing.yaml' cannot be read"),
+    (["train", "head", "--output_dir", "{file}/run"], "output_dir: cannot create the folder"),
 ])
 def test_user_errors_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
     data = tmp_path / "in.jsonl"
     data.write_text(json.dumps({"base_claims": ["I have A"], "steps": ["I have A"]}) + "\n")
     package = Path(__import__("ares_rerank").__file__).resolve().parent
-    argv = [a.format(data=data, package=package) for a in argv]
+    argv = [a.format(data=data, package=package, file=data) for a in argv]
     message = message.format(package=package)
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()

@@ -89,3 +89,30 @@ def test_score_input_that_is_not_utf8_is_a_clear_error(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "latin1.jsonl" in err and "not UTF-8" in err and "save it as UTF-8" in err, err
     assert len(err.splitlines()) == 1
+
+
+def test_score_reads_a_byte_order_mark_and_says_when_there_is_nothing_to_score(tmp_path, capsys):
+    """A JSONL saved by a Windows editor starts with a BOM, which json refused ("decode using utf-8-sig"); an empty
+    input exited 0 without a word."""
+    src = tmp_path / "bom.jsonl"
+    src.write_bytes(b"\xef\xbb\xbf" + DEMO.read_bytes())
+    out = tmp_path / "out.jsonl"
+    assert main(["score", str(src), "--backbone", "claimtrees-oracle", "--output", str(out), "--no-progress"]) == 0
+    assert len(out.read_text().splitlines()) == len(DEMO.read_text().splitlines())
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    capsys.readouterr()
+    assert main(["score", str(empty), "--backbone", "claimtrees-oracle", "--no-progress"]) == 0
+    assert f"input {str(empty)!r} holds no chains: nothing to score." in capsys.readouterr().err
+
+
+def test_chain_ids_are_strings_or_integers_and_null_means_the_line_number(tmp_path, capsys):
+    from ares_rerank.io import read_chains
+
+    src = tmp_path / "ids.jsonl"
+    rows = [{"id": None, "base_claims": [], "steps": ["a"]}, {"id": 7, "base_claims": [], "steps": ["b"]}]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert [c.id for c in read_chains(src)] == ["1", "7"]  # null was the string "None"
+    src.write_text(json.dumps({"id": {"x": 1}, "base_claims": [], "steps": ["a"]}) + "\n")
+    assert main(["score", str(src), "--backbone", "claimtrees-oracle", "--no-progress"]) == 2
+    assert "ids.jsonl:1 id={'x': 1} must be a string or an integer" in capsys.readouterr().err

@@ -32,6 +32,14 @@ def test_prmbench_test_split_shapes_and_skipped_records(prmbench):
         assert all(s for s in chain.steps)
 
 
+def test_prmbench_classifications_filter_and_an_unknown_one_is_named(prmbench):
+    circular = load_task("prmbench", classifications=["circular"])
+    assert circular.chains and {c.meta["classification"] for c in circular.chains} == {"circular"}
+    with pytest.raises(ValueError, match=r"classifications=\['bogus'\] are not error types of PRMBench test: use "
+                                         r"some of \[.*'circular'"):
+        load_task("prmbench", classifications=["circular", "bogus"])  # was: 0 chains, then a CV error about --n
+
+
 def test_prmbench_first_record_labels_and_questions(prmbench):
     chain, twin = prmbench.chains[0], prmbench.twins[0]
     assert chain.id == "prmbench-circular-prm_test_p1_0" and chain.meta["classification"] == "circular"

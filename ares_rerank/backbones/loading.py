@@ -35,6 +35,7 @@ from .hub import (
     PACKAGED_ENCODER_HUB_ID,
     HubOptions,
     load_model_and_tokenizer,
+    not_loadable,
     probe_file,
     read_calibration,
     resolve_model_name,
@@ -243,6 +244,9 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
                     "hub id, 'claimtrees-oracle', or 'package.module:attr'.")
     name = str(name_or_path)
     if name == "claimtrees-oracle":
+        if kind not in (None, "nli"):
+            raise ValueError(f"load_backbone('claimtrees-oracle') is a rule oracle answering entailment (kind='nli'), "
+                             f"not kind={kind!r}: drop kind, or name a {kind} model.")
         return import_object(ORACLE)(**kwargs)
     if name == "default":
         if kind not in (None, "nli"):
@@ -257,6 +261,9 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
         )
     if kind in SERVED_KINDS:
         return backbone_class(kind).from_pretrained(name_or_path, **kwargs)
+    if Path(name).exists() and not Path(name).is_dir():
+        raise ValueError(f"backbone {name!r} is a file, not a model: point it at the folder save_pretrained wrote, a "
+                         "hub id, 'default' or 'claimtrees-oracle'.")
     if Path(name).is_dir() and not any((Path(name) / f).is_file() for f in ("config.json", "adapter_config.json")):
         raise FileNotFoundError(
             f"backbone {name!r} is a folder without config.json or adapter_config.json, so no saved model: point it "
@@ -269,8 +276,4 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
     except OSError as err:
         if Path(name).exists():
             raise
-        raise ValueError(
-            f"backbone {name!r} is not a local folder and did not load as a Hugging Face hub id "
-            f"({' '.join(str(err).split())}): check the path, or for a hub model go online or download it first "
-            "(HF_HUB_OFFLINE=1 reads only the local cache)."
-        ) from err
+        raise not_loadable("backbone", name, err) from err

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..calibration import CALIBRATION_METHODS
-from ..io import atomic_folder, check_outside_package, check_output_path, read_jsonl
+from ..io import atomic_folder, check_output_dir, check_outside_package, check_output_path, read_jsonl
 
 
 def register(subparsers: Any) -> None:
@@ -110,6 +110,7 @@ def target_folder(head: str, output_dir: str | None) -> Path:
         return source
     target = Path(output_dir)
     check_outside_package(target, flag="--output-dir")
+    check_output_dir(target.parent, flag="--output-dir")
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise FileExistsError(f"--output-dir={output_dir!r} exists and is not empty: name a new folder.")
     if not source.is_dir():
@@ -130,8 +131,11 @@ def run(args: argparse.Namespace) -> int:
     import shutil
 
     from ..backbones.loading import CALIBRATION_FILE, DEFAULT_HEAD_DIR, load_backbone
-    from ..calibration import calibrate, entailment_probs_from_logits, reliability_diagram, write_calibration
+    from ..calibration import (
+        calibrate, check_bins, entailment_probs_from_logits, reliability_diagram, write_calibration,
+    )
 
+    check_bins(args.bins, "--bins")
     writes = not (args.dry_run or args.evaluate_only)
     folder = target_folder(args.head, args.output_dir) if writes else None  # checked before any work
     if args.plot:

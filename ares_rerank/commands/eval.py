@@ -102,9 +102,11 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir(args.out, flag="--out")  # before any work
     if args.name is not None and (args.name in ("", ".", "..") or Path(args.name).name != args.name):
         raise ValueError(f"--name={args.name!r} must be a file stem inside --out (no folder part), e.g. 'my-run'.")
-    if not args.no_cache and args.cache_dir and Path(args.cache_dir).exists() and not Path(args.cache_dir).is_dir():
-        raise ValueError(f"--cache-dir={args.cache_dir!r} is a file: name a folder (default <out>/cache), or give "
-                         "--no-cache.")
+    if not args.no_cache and args.cache_dir:
+        if Path(args.cache_dir).exists() and not Path(args.cache_dir).is_dir():
+            raise ValueError(f"--cache-dir={args.cache_dir!r} is a file: name a folder (default <out>/cache), or "
+                             "give --no-cache.")
+        check_output_dir(args.cache_dir, flag="--cache-dir")
     task = task_from_args(args)
     load_options = options.backbone_options(args)
     backbone = options.backbone_from_args(args)

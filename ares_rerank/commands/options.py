@@ -22,6 +22,7 @@ import typing
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from ..chain import check_separator
 
 __all__ = [
     "add_backbone_arguments",
@@ -182,12 +183,15 @@ def step_separator(text: str) -> str | None:
     if text == "":
         raise ValueError("--step-separator='' would make every character a step: give e.g. '\\n\\n' or 'sentences'.")
     if "\\" not in text:
+        check_separator(text)  # a re: pattern that compiles and splits on something
         return text
     try:
-        return text.encode("latin-1", "backslashreplace").decode("unicode_escape")
+        decoded = text.encode("latin-1", "backslashreplace").decode("unicode_escape")
     except UnicodeDecodeError as err:  # a trailing backslash, or an unfinished escape such as \x4
         raise ValueError(f"--step-separator={text!r} has an unfinished escape ({err.reason}): write '\\n' or '\\t', "
                          "or '\\\\' for a backslash.") from err
+    check_separator(decoded)
+    return decoded
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, batch_size: int, unit: str) -> None:

@@ -39,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
     source = options.input_path(args)
     results = options.open_results(args, source)  # checked before any work
     chains = read_chains(source, options.step_separator(args.step_separator), args.prompt_split)
+    if not chains:
+        print(f"input {str(source)!r} holds no chains: nothing to score.", file=sys.stderr)
     config = options.config_from_args(args)
     backbone = options.backbone_from_args(args)
     todo, scored = chains[results.count:], []

@@ -144,6 +144,10 @@ def _check_idx(idx: int) -> None:
         raise ValueError(f"idx={idx!r} must be a non-negative int (the example index; it seeds the example).")
 
 
+#: The most examples :func:`load_claimtrees` builds in one call (every chain is held in memory).
+MAX_EXAMPLES = 1_000_000
+
+
 def _check_int(name: str, value: int, minimum: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ValueError(f"{name}={value!r} must be an int >= {minimum}.")
@@ -333,5 +337,8 @@ def load_claimtrees(n: int, length: int = 10, start: int = 0, **kwargs) -> list[
         ``n`` labelled chains, in index order.
     """
     _check_int("n", n, 0)
+    if n > MAX_EXAMPLES:
+        raise ValueError(f"n={n:,} examples are more than one call builds (at most {MAX_EXAMPLES:,}, a few GB of "
+                         "chains in memory): load them in slices with start=, e.g. n=100000, start=100000.")
     _check_int("start", start, 0)
     return [claimtrees_example(i, length, **kwargs) for i in range(start, start + n)]

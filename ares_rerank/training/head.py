@@ -29,8 +29,9 @@ from typing import Any, Sequence
 
 from transformers import Trainer, TrainingArguments
 
+from ..backbones.hub import not_loadable
 from ..backbones.loading import PACKAGED_ENCODER, resolve_model_name
-from ..io import check_outside_package
+from ..io import check_outside_package, prepare_run_dir
 from .adapters import continue_adapter
 from .callbacks import TimeBudgetCallback
 from .export import ID2LABEL, LABEL2ID, TrainingCollapsed, calibrate_and_save, check_not_collapsed, save_head
@@ -101,6 +102,9 @@ class HeadTrainingArguments(TrainingArguments):
                 "decisions, for a head that accepts more pairs than are entailed)."})
     export_dir: str | None = field(default=None, metadata={
         "help": "Also write the final head here, once it passed the collapse check."})
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Replace the head and checkpoints an earlier run left in output_dir (otherwise such a folder is "
+                "refused before any work)."})
     overwrite_default_head: bool = field(default=False, metadata={
         "help": "Allow export_dir to be the package's shipped default head (the checkout's recipe sets it; "
                 "otherwise that folder is never written)."})
@@ -169,9 +173,14 @@ def load_base(args: HeadTrainingArguments) -> tuple[Any, Any]:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     path = resolve_model_name(args.base_model)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForSequenceClassification.from_pretrained(
-        path, num_labels=2, id2label=ID2LABEL, label2id=LABEL2ID)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            path, num_labels=2, id2label=ID2LABEL, label2id=LABEL2ID)
+    except OSError as err:
+        if Path(path).exists():
+            raise
+        raise not_loadable("base_model", args.base_model, err) from err
     if args.full_finetune:
         return model, tokenizer
     names = [name for name, _ in model.named_modules()]
@@ -298,6 +307,7 @@ def train_head(mix: MixArguments, args: HeadTrainingArguments) -> TrainedHead:
     from transformers import DataCollatorWithPadding, EarlyStoppingCallback, set_seed
 
     start = time.time()
+    prepare_run_dir(args.output_dir, result="head", overwrite=args.overwrite_output_dir)
     if args.torch_threads > 0:
         import torch
 
@@ -358,6 +368,9 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[MixArguments, HeadTra
             config = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as err:
             raise ValueError(f"config {path!r} is not valid YAML ({' '.join(str(err).split())}).") from err
+        except (OSError, UnicodeDecodeError) as err:
+            raise ValueError(f"config {path!r} cannot be read ({getattr(err, 'strerror', None) or err}): pass a "
+                             "training YAML, e.g. training/configs/default_head.yaml.") from err
         if not isinstance(config, dict):
             raise ValueError(f"config {path!r} holds a YAML {type(config).__name__}; expected a mapping of "
                              "argument: value, e.g. 'max_steps: 200'.")

@@ -25,7 +25,8 @@ from typing import Any, Sequence
 
 from transformers import TrainingArguments
 
-from ..io import check_outside_package
+from ..backbones.hub import not_loadable
+from ..io import atomic_folder, check_outside_package, prepare_run_dir
 
 
 __all__ = ["PRMTrainingArguments", "chain_rows", "encode_rows", "load_rows", "load_prm", "train_prm"]
@@ -50,6 +51,9 @@ class PRMTrainingArguments(TrainingArguments):
     lora_target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"],
                                            metadata={"help": "Linear layers that get LoRA matrices."})
     num_chains: int = field(default=400, metadata={"help": "Chains of the ClaimTrees mix when dataset='claimtrees'."})
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Replace the PRM and checkpoints an earlier run left in output_dir (otherwise such a folder is "
+                "refused before any work)."})
     report_to: str = field(default="none", metadata={"help": "Experiment trackers (none: offline)."})
 
     def __post_init__(self) -> None:
@@ -98,10 +102,15 @@ def load_prm(args: PRMTrainingArguments) -> tuple[Any, Any]:
     """The token classifier (2 labels) and its tokenizer; the step tag is added as a special token if missing."""
     from transformers import AutoModelForTokenClassification, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
-    model = AutoModelForTokenClassification.from_pretrained(
-        args.model_name_or_path, num_labels=2, id2label={0: "negative", 1: "positive"},
-        label2id={"negative": 0, "positive": 1})
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
+        model = AutoModelForTokenClassification.from_pretrained(
+            args.model_name_or_path, num_labels=2, id2label={0: "negative", 1: "positive"},
+            label2id={"negative": 0, "positive": 1})
+    except OSError as err:
+        if Path(args.model_name_or_path).exists():
+            raise
+        raise not_loadable("model_name_or_path", args.model_name_or_path, err) from err
     if len(tokenizer.encode(args.step_tag, add_special_tokens=False)) != 1:
         tokenizer.add_special_tokens({"additional_special_tokens": [args.step_tag]})
         model.resize_token_embeddings(len(tokenizer))
@@ -145,15 +154,16 @@ def train_prm(args: PRMTrainingArguments) -> tuple[Any, Any]:
     from transformers import DataCollatorForTokenClassification, Trainer, set_seed
 
     set_seed(args.seed)
+    prepare_run_dir(args.output_dir, result="prm", overwrite=args.overwrite_output_dir)
     model, tokenizer = load_prm(args)
     rows = load_rows(args.dataset, args.num_chains)
     dataset = encode_rows(rows, model, tokenizer, args)
     trainer = Trainer(model=model, args=args, train_dataset=dataset,
                       data_collator=DataCollatorForTokenClassification(tokenizer))
     trainer.train()
-    out = Path(args.output_dir) / "prm"
-    trainer.model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
+    with atomic_folder(Path(args.output_dir) / "prm") as fresh:  # a failed save leaves an earlier PRM as it was
+        trainer.model.save_pretrained(fresh)
+        tokenizer.save_pretrained(fresh)
     return trainer.model, tokenizer
 
 

@@ -45,4 +45,10 @@ def load_task(name: str, **options: Any) -> TaskData:
             f"task={name!r} takes no option(s) {unknown}; its options are {sorted(accepted)} "
             f"(see ares_rerank/evaluation/tasks/{loader.__module__.rsplit('.', 1)[-1]}.py)."
         )
+    missing = [n for n, p in inspect.signature(loader).parameters.items()
+               if p.default is inspect.Parameter.empty and p.kind is not p.VAR_KEYWORD and n not in given]
+    if missing:
+        flags = " ".join(f"--{n.replace('_', '-')} ..." for n in missing)
+        raise ValueError(f"task={name!r} needs {missing} (on the command line: {flags}; see "
+                         f"ares_rerank/evaluation/tasks/{loader.__module__.rsplit('.', 1)[-1]}.py).")
     return loader(**given)

@@ -95,6 +95,10 @@ def load_task(
     records = records_from(source, _PATTERNS[split], hub_split=split,
                            required=("question", "original_process", "modified_process", "error_steps"))
     if classifications:
+        known = sorted({str(r.get("classification")) for r in records if r.get("classification") is not None})
+        unknown = [c for c in classifications if c not in known]
+        if unknown:
+            raise ValueError(f"classifications={unknown} are not error types of PRMBench {split}: use some of {known}.")
         records = [r for r in records if r.get("classification") in set(classifications)]
     in_range = [all(int(e) <= len(r["modified_process"]) for e in r["error_steps"]) for r in records]
     num_out = in_range.count(False)

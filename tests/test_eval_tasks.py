@@ -151,6 +151,10 @@ def test_synthetic_tasks_and_registry_errors():
     assert ct.name == "ClaimTrees-5 (paper_compat)" and len(ct.chains) == 5 and ct.info["length"] == 5
     ms = load_task("claimtrees", n=3, variant="multi_source", sources=3, depth=5)
     assert ms.name == "ClaimTrees-s3d5" and all(c.num_steps == 4 for c in ms.chains)
+    with pytest.raises(ValueError, match=r"\['sources', 'depth'\] shape variant='multi_source' chains, not "
+                                         r"variant='vanilla' ones"):
+        load_task("claimtrees", n=3, sources=3, depth=5)  # was silently ten-state vanilla chains
+    assert load_task("claimtrees", n=1).info["length"] == 10
     rec = load_task("recipes", n=3)
     assert rec.name == "CaptainCookRecipes" and rec.chains[0].num_steps == 17
     with pytest.raises(ValueError, match="no option"):

@@ -20,15 +20,20 @@ from .base import TaskData
 __all__ = ["load_task"]
 
 
+#: Which variant each shape option belongs to, and its default.
+_SHAPE_OPTIONS = {"length": ("vanilla", 10), "sources": ("multi_source", 3), "depth": ("multi_source", 3),
+                  "valid": ("insertion", 5), "inserted": ("insertion", 1)}
+
+
 def load_task(
     n: int = 100,
-    length: int = 10,
+    length: int | None = None,
     *,
     variant: str = "vanilla",
-    sources: int = 3,
-    depth: int = 3,
-    valid: int = 5,
-    inserted: int = 1,
+    sources: int | None = None,
+    depth: int | None = None,
+    valid: int | None = None,
+    inserted: int | None = None,
     paper_compat: bool = False,
     start: int = 0,
 ) -> TaskData:
@@ -36,10 +41,11 @@ def load_task(
 
     Args:
         n: Number of examples.
-        length: L of vanilla chains (L - 1 steps).
+        length: L of vanilla chains (L - 1 steps; default 10).
         variant: ``"vanilla"``, ``"multi_source"`` (sXdY) or ``"insertion"`` (vVi I).
-        sources, depth: X and Y of ``multi_source``.
-        valid, inserted: V and I of ``insertion``.
+        sources, depth: X and Y of ``multi_source`` (default 3, 3).
+        valid, inserted: V and I of ``insertion`` (default 5, 1). An option of another variant is an error, not
+            ignored.
         paper_compat: Reproduce the research code's deleted-fact labels.
         start: First example index.
 
@@ -47,9 +53,17 @@ def load_task(
         A :class:`TaskData` (no ``first_errors``: nearly every chain has an error, so ProcessBench's metric, which
         needs correct chains too, says nothing here).
     """
-    shape = {"vanilla": f"{length}", "multi_source": f"s{sources}d{depth}", "insertion": f"v{valid}i{inserted}"}
-    if variant not in shape:
+    given = {"length": length, "sources": sources, "depth": depth, "valid": valid, "inserted": inserted}
+    if variant not in ("vanilla", "multi_source", "insertion"):
         raise ValueError(f"variant={variant!r} is not a ClaimTrees variant: use 'vanilla', 'multi_source' or 'insertion'.")
+    stray = [name for name, value in given.items() if value is not None and _SHAPE_OPTIONS[name][0] != variant]
+    if stray:
+        owner = _SHAPE_OPTIONS[stray[0]][0]
+        raise ValueError(f"{stray} shape variant={owner!r} chains, not variant={variant!r} ones, and would be ignored: "
+                         f"drop them, or ask for variant={owner!r} (on the command line --variant {owner}).")
+    length, sources, depth, valid, inserted = (
+        _SHAPE_OPTIONS[name][1] if value is None else value for name, value in given.items())
+    shape = {"vanilla": f"{length}", "multi_source": f"s{sources}d{depth}", "insertion": f"v{valid}i{inserted}"}
     chains = load_claimtrees(
         n, length, start=start, variant=variant, sources=sources, depth=depth, valid=valid, inserted=inserted,
         paper_compat=paper_compat,

@@ -131,6 +131,23 @@ class AresConfig:
             self.base_priors = [float(p) for p in self.base_priors]
         if self.mode == "sample":  # the shortest chain (one step) must fit; longer chains are checked when sampled
             check_sample_size(1, self)
+        object.__setattr__(self, "_checked", True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A field set after construction is checked like a constructor argument (``config.eps = 5.0`` raises and
+        leaves the config as it was), so a config the estimator reads is always a valid one."""
+        if name not in self.__dataclass_fields__ or not self.__dict__.get("_checked", False):
+            object.__setattr__(self, name, value)
+            return
+        old = getattr(self, name)
+        object.__setattr__(self, name, value)
+        object.__setattr__(self, "_checked", False)  # __post_init__'s own normalising writes go straight through
+        try:
+            self.__post_init__()
+        except BaseException:
+            object.__setattr__(self, name, old)
+            object.__setattr__(self, "_checked", True)
+            raise
 
     @property
     def prune_budget(self) -> float:

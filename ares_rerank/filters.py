@@ -194,6 +194,8 @@ class AresFilter:
             num_proc: Processes for the scoring pass (the filter is pickled to each; its hash stays cheap).
             keep_scores: Keep the ``score_column`` in the result.
         """
+        if len(dataset) == 0:  # map writes no column for no rows; nothing to keep
+            return dataset
         scored = dataset.map(self._score_rows, batched=True, batch_size=batch_size, num_proc=num_proc,
                              desc="ARES scores")
         keep = self._keep(scored[self.prompt_column], scored[self.score_column])

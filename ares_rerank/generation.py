@@ -8,6 +8,7 @@ Data flow: prompts -> (chat template) -> ``model.generate(num_return_sequences=N
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from typing import Any, Sequence
 
 from .aggregate import Aggregate
@@ -119,14 +120,25 @@ def best_of_n(
     Returns:
         One :class:`BestOfN` per prompt, in order. Ties go to the earlier sample.
     """
-    if isinstance(prompts, str):
-        raise TypeError("best_of_n(prompts=...) got a string: pass a list of prompts.")
+    if isinstance(prompts, (str, Mapping)) or not isinstance(prompts, Iterable):
+        raise TypeError(f"best_of_n(prompts=...) got a {type(prompts).__name__}: pass a list of prompts (strings or "
+                        "conversations).")
+    if not callable(getattr(model, "generate", None)) or not callable(tokenizer):
+        raise TypeError(f"best_of_n(model={type(model).__name__}, tokenizer={type(tokenizer).__name__}) needs a "
+                        "transformers causal LM (with .generate) and its tokenizer, e.g. from "
+                        "AutoModelForCausalLM.from_pretrained / AutoTokenizer.from_pretrained.")
+    if "num_return_sequences" in generate_kwargs:
+        raise TypeError("best_of_n: pass the number of samples per prompt as n=, not num_return_sequences=.")
     if not isinstance(reranker, AresReranker):
         raise TypeError(f"best_of_n(reranker=...) must be an AresReranker, got {type(reranker).__name__}.")
     for name, value in (("n", n), ("max_new_tokens", max_new_tokens), ("batch_size", batch_size)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"best_of_n({name}={value!r}) must be a positive int.")
     prompts = list(prompts)
+    empty = [i for i, p in enumerate(prompts) if isinstance(p, str) and not p.strip() and not use_chat_template]
+    if empty:
+        raise ValueError(f"best_of_n: prompts{empty[:5]} are empty strings, which leave a model nothing to continue: "
+                         "give each prompt its text (or use_chat_template=True to wrap it as a user message).")
     if seed is not None:
         import torch
 

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 from . import fingerprint
 from .aggregate import Aggregate, aggregate_scores, get_aggregate
 from .backbones.base import Backbone
+from .backbones.served import is_outage
 from .chain import Chain, ChainScores, split_prompt, split_steps
 from .domain import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
 from .config import AresConfig
@@ -255,6 +256,10 @@ class AresReranker:
         except Exception as err:  # noqa: BLE001 -- isolated below, or re-raised
             if on_error == "raise":
                 raise
+            if is_outage(err):  # the server, not one chain: one at a time would pay its time limit once per chain
+                logger.warning("Scoring %d chains failed with the server unavailable (%r); not retried.", len(chains),
+                               err)
+                return [err] * len(chains)
             logger.warning("Scoring %d chains together failed (%r); retrying one chain at a time.", len(chains), err)
         out: list[ChainScores | Exception] = []
         for chain in chains:
@@ -276,6 +281,11 @@ class AresReranker:
             if on_error == "raise":
                 raise
             record["error"] = str(err)
+        except Exception as err:  # noqa: BLE001 -- a custom aggregate's own failure, named (on_error="none": kept)
+            message = f"aggregate={aggregate!r} raised {type(err).__name__}: {err} on step scores {result.step_scores}"
+            if on_error == "raise":
+                raise ValueError(message) from err
+            record["error"] = message
         record["step_scores"] = [float(s) for s in result.step_scores]
         record["first_error"] = result.first_error(self.config.threshold)
         record["certificate"] = certificate(result)
@@ -296,6 +306,7 @@ class AresReranker:
         completions: Sequence[Sequence[Any]],
         aggregate: Aggregate | None = None,
         *,
+        on_error: str = "raise",
         batch_size: int | None = None,
         show_progress_bar: bool | None = None,
     ) -> list[list[dict[str, Any]]]:
@@ -305,6 +316,8 @@ class AresReranker:
             prompts: P prompts.
             completions: P lists of candidates (``completions[i]`` belong to ``prompts[i]``).
             aggregate: Chain score for this call (default: the reranker's).
+            on_error: ``"raise"`` (default), or ``"none"``: a candidate that cannot be scored gets ``score=None``
+                and an ``"error"`` (see :meth:`score_pairs`), and the others keep their scores.
             batch_size, show_progress_bar: Overrides of the reranker's settings for this call.
 
         Returns:
@@ -316,8 +329,8 @@ class AresReranker:
             flat_prompts += [prompt] * len(candidates)
             flat_completions += list(candidates)
             sizes.append(len(candidates))
-        flat = self.score_pairs(flat_prompts, flat_completions, aggregate=aggregate, batch_size=batch_size,
-                                show_progress_bar=show_progress_bar)
+        flat = self.score_pairs(flat_prompts, flat_completions, aggregate=aggregate, on_error=on_error,
+                                batch_size=batch_size, show_progress_bar=show_progress_bar)
         out, start = [], 0
         for size in sizes:
             group = flat[start : start + size]
@@ -333,12 +346,14 @@ class AresReranker:
         completions: Sequence[Any],
         aggregate: Aggregate | None = None,
         *,
+        on_error: str = "raise",
         batch_size: int | None = None,
         show_progress_bar: bool | None = None,
     ) -> list[dict]:
-        """Score the candidates of one prompt: one record per candidate, in input order (see :meth:`score_pairs`)."""
-        return self.score_batch([prompt], [completions], aggregate=aggregate, batch_size=batch_size,
-                                show_progress_bar=show_progress_bar)[0]
+        """Score the candidates of one prompt: one record per candidate, in input order (see :meth:`score_pairs`;
+        ``on_error="none"`` keeps the others when one cannot be scored)."""
+        return self.score_batch([prompt], [completions], aggregate=aggregate, on_error=on_error,
+                                batch_size=batch_size, show_progress_bar=show_progress_bar)[0]
 
     # -- ranking ------------------------------------------------------------------------------------------------
     def rank_batch(
@@ -349,6 +364,7 @@ class AresReranker:
         aggregate: Aggregate | None = None,
         return_documents: bool = True,
         *,
+        on_error: str = "raise",
         batch_size: int | None = None,
         show_progress_bar: bool | None = None,
     ) -> list[list[dict[str, Any]]]:
@@ -356,7 +372,7 @@ class AresReranker:
         if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
             raise ValueError(f"top_k={top_k!r} must be a positive int or None (all candidates).")
         out = []
-        scored = self.score_batch(prompts, completions, aggregate=aggregate, batch_size=batch_size,
+        scored = self.score_batch(prompts, completions, aggregate=aggregate, on_error=on_error, batch_size=batch_size,
                                   show_progress_bar=show_progress_bar)
         for records in scored:
             ranked = rank_records(records)[:top_k]
@@ -371,6 +387,7 @@ class AresReranker:
         aggregate: Aggregate | None = None,
         return_documents: bool = True,
         *,
+        on_error: str = "raise",
         batch_size: int | None = None,
         show_progress_bar: bool | None = None,
     ) -> list[dict[str, Any]]:
@@ -388,10 +405,12 @@ class AresReranker:
             return_documents: Include ``"text"`` (the candidate as given). ``True`` by default, unlike
                 ``CrossEncoder.rank``: the candidates are the caller's own completions, and the text of the best
                 one is usually what is wanted next.
+            on_error: ``"raise"`` (default), or ``"none"``: a candidate that cannot be scored (e.g. a step longer
+                than the backbone's window) ranks last with ``score=None`` instead of failing the call.
             batch_size, show_progress_bar: Overrides of the reranker's settings for this call.
         """
-        return self.rank_batch([prompt], [completions], top_k, aggregate, return_documents, batch_size=batch_size,
-                               show_progress_bar=show_progress_bar)[0]
+        return self.rank_batch([prompt], [completions], top_k, aggregate, return_documents, on_error=on_error,
+                               batch_size=batch_size, show_progress_bar=show_progress_bar)[0]
 
     def select_batch(
         self,

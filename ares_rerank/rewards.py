@@ -63,7 +63,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from . import fingerprint
 from .aggregate import AGGREGATES, Aggregate, aggregate_name, get_aggregate
-from .backbones.base import Backbone
+from .backbones.base import Backbone, FunctionBackbone
 from .config import AresConfig
 from .rerank import AresReranker, resolve_backbone
 
@@ -160,6 +160,10 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any
             reranker_options["config"] = AresConfig(**config)
         except (TypeError, ValueError) as err:
             raise ValueError(f"{RERANKER_OPTIONS_ENV}: 'config' is not a valid AresConfig: {err}") from None
+    try:  # checked now, against a stand-in backbone, not at the first reward call of a training run
+        AresReranker(FunctionBackbone(lambda premises, hypotheses: [0.0] * len(hypotheses)), **reranker_options)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{RERANKER_OPTIONS_ENV}={environ.get(RERANKER_OPTIONS_ENV)!r}: {err}") from None
     return {**settings, **reranker_options}
 
 

@@ -162,3 +162,37 @@ def test_the_two_judges_share_prompts_and_the_whole_chain_baseline():
         assert getattr(LLMJudge, name) is getattr(JudgeBase, name) is getattr(OpenAIJudge, name)
     with pytest.raises(ValueError, match="missing_rating=2"):
         OpenAIJudge("http://127.0.0.1:9", missing_rating=2)
+
+
+def test_entailment_probs_refuses_flat_premises_and_non_text_instead_of_scoring_them():
+    """``(["Bob is a cat."], [...])`` was read as one premise per character; None was scored as the text "None"."""
+    from ares_rerank.backbones.oracle import ClaimTreesOracle
+
+    oracle = ClaimTreesOracle()
+    with pytest.raises(TypeError, match=r"premises\[0\]='I have A' must be a list of claims"):
+        oracle.entailment_probs(["I have A"], ["I have A"])
+    with pytest.raises(TypeError, match="pair 0 holds NoneType None where text is expected"):
+        oracle.entailment_probs([["I have A"]], [None])
+    with pytest.raises(TypeError, match="not a single string"):
+        oracle.entailment_probs("I have A", ["I have A"])
+
+
+def test_an_aresconfig_field_set_later_is_checked_and_a_bad_one_leaves_it_as_it_was():
+    from ares_rerank import AresConfig
+
+    config = AresConfig(mode="sample")
+    for name, value, match in (("mode", "bogus", "is not one of"), ("eps", 5.0, r"eps=5.0\) must be a number"),
+                               ("seed", -5, "non-negative integer"), ("max_masks", 10**9, "max_masks=")):
+        with pytest.raises(ValueError, match=match):
+            setattr(config, name, value)
+    assert config == AresConfig(mode="sample")  # unchanged
+    config.eps = 0.2
+    assert config.eps == 0.2 and config == AresConfig(mode="sample", eps=0.2)
+
+
+def test_function_backbone_checks_its_function_takes_premises_and_hypotheses():
+    from ares_rerank import FunctionBackbone
+
+    with pytest.raises(TypeError, match=r"must take \(premises, hypotheses\), two lists"):
+        FunctionBackbone(lambda premises: [0.5])  # failed with a bare TypeError at the first scoring call
+    assert FunctionBackbone(lambda P, H, **kw: [0.5] * len(H)).entailment_probs([[]], ["x"]) == [0.5]

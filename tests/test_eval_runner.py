@@ -89,6 +89,30 @@ def test_evaluate_rejects_unknown_methods():
         evaluate(task, ClaimTreesOracle(), ["ares", "magic"], progress=False)
 
 
+def test_evaluate_checks_its_arguments_and_a_cache_needs_a_backbone_name(tmp_path):
+    from pathlib import Path
+
+    from ares_rerank.evaluation import write_results
+
+    task = load_task("claimtrees", n=5, length=5)
+    cache = ScoreCache(tmp_path / "cache")
+    with pytest.raises(ValueError, match="keys its scores by backbone_name"):  # it handed the oracle's scores on
+        evaluate(task, FunctionBackbone(lambda P, H: [0.5] * len(H)), ["ares"], cache=cache, progress=False)
+    with pytest.raises(TypeError, match=r"methods='ares'\) must be a list"):
+        evaluate(task, ClaimTreesOracle(), "ares", progress=False)
+    with pytest.raises(TypeError, match="must be an AresConfig, got dict"):
+        evaluate(task, ClaimTreesOracle(), ["ares"], {"eps": 0.1}, progress=False)
+    with pytest.raises(ValueError, match="batch_size=0"):
+        evaluate(task, ClaimTreesOracle(), ["ares"], batch_size=0, progress=False)
+    package = Path(__import__("ares_rerank").__file__).resolve().parent
+    with pytest.raises(ValueError, match="inside the installed ares_rerank package"):
+        ScoreCache(package / "cache")
+    results = evaluate(task, ClaimTreesOracle(), ["ares"], progress=False)
+    with pytest.raises(ValueError, match="inside the installed ares_rerank package"):
+        write_results(results, package / "results", "x")
+    assert not (package / "results").exists() and not (package / "cache").exists()
+
+
 def test_ares_rerank_eval_subcommand(tmp_path, capsys):
     code = cli_main(["eval", "--task", "claimtrees", "--length", "5", "--n", "5", "--methods", "ares",
                      "--out", str(tmp_path), "--no-cache", "--name", "cli", "--no-progress"])

@@ -123,6 +123,7 @@ def test_filter_dataset_is_correct_for_any_order_batch_size_and_num_proc(reranke
     both = AresFilter(reranker, top_k=2, threshold=0.75).filter_dataset(shuffled, batch_size=2, keep_scores=True)
     assert sorted(zip(both["id"], both["ares_score"])) == [(0, 1.0), (4, 1.0), (5, 1.0)]
     assert top1.filter_dataset(ds, batch_size=2)["id"] == [0, 4]  # in the data's order, ties to the earlier row
+    assert len(top1.filter_dataset(ds.select([]))) == 0  # no rows: none kept (was datasets' missing-column error)
 
 
 def test_group_size_checks_each_batch_holds_whole_groups(reranker):

@@ -73,10 +73,19 @@ def test_validation(lm, reranker):
     model, tokenizer = lm
     with pytest.raises(ValueError, match="n=0"):
         best_of_n(model, tokenizer, PROMPTS, reranker, n=0)
-    with pytest.raises(TypeError, match="got a string"):
+    with pytest.raises(TypeError, match="got a str: pass a list of prompts"):
         best_of_n(model, tokenizer, "a prompt", reranker)
     with pytest.raises(TypeError, match="must be an AresReranker"):
         best_of_n(model, tokenizer, PROMPTS, FunctionBackbone(char_overlap))
+    # each ended deep in transformers / torch, or (a dict of prompts) generated from its keys
+    with pytest.raises(TypeError, match="got a dict"):
+        best_of_n(model, tokenizer, {"prompt": "a"}, reranker)
+    with pytest.raises(TypeError, match=r"model=NoneType, tokenizer=.*needs a transformers causal LM"):
+        best_of_n(None, tokenizer, PROMPTS, reranker)
+    with pytest.raises(TypeError, match="as n=, not num_return_sequences="):
+        best_of_n(model, tokenizer, PROMPTS, reranker, num_return_sequences=2)
+    with pytest.raises(ValueError, match=r"prompts\[1\] are empty strings"):
+        best_of_n(model, tokenizer, ["I have A", " "], reranker)
 
 
 def test_progress_bars_for_long_calls_off_by_flag(lm, reranker, capsys):

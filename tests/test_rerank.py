@@ -300,3 +300,53 @@ def test_progress_bar_for_long_calls_off_by_flag(reranker, capsys):
         s.step_scores for s in score_chains(chains, reranker.backbone)
     ]
     assert "3/3" in capsys.readouterr().err
+
+
+def test_a_reasoning_models_chain_is_scored_and_unknown_message_shapes_are_named():
+    """TRL parses a reasoning model's <think> part into reasoning_content: that is the chain to score, not only the
+    final answer in content. A conversation without the expected roles was read as an empty completion."""
+    seen = []
+
+    def record(premises, hypotheses):
+        seen.extend(hypotheses)
+        return [0.9] * len(hypotheses)
+
+    reranker = AresReranker(FunctionBackbone(record))
+    completion = [{"role": "assistant", "reasoning_content": "x is 3.\n\nSo 2x is 6.", "content": "The answer is 6."}]
+    reranker.score("x is 3", [completion])
+    assert list(dict.fromkeys(seen)) == ["x is 3.", "So 2x is 6.", "The answer is 6."]
+    tool_call = [{"role": "assistant", "content": None, "tool_calls": [{"name": "f"}]},
+                 {"role": "assistant", "content": ["2x is 6.", {"type": "text", "text": "Done."}]}]
+    assert message_text(tool_call, ("assistant",)) == "2x is 6.\nDone."
+    with pytest.raises(ValueError, match=r"no message of the roles \['assistant'\] \(its roles: \['model'\]\)"):
+        message_text([{"role": "model", "content": "so y is 3"}], ("assistant",), "completion")
+    with pytest.raises(TypeError, match=r"a message without a 'role' \(keys \['from', 'value'\]\)"):
+        message_text([{"from": "gpt", "value": "so y is 3"}], ("assistant",), "completion")
+    [record_] = reranker.score("p", [[{"role": "model", "content": "so y is 3"}]], on_error="none")
+    assert record_["score"] is None and "no message of the roles" in record_["error"]
+
+
+def test_on_error_none_keeps_the_other_candidates_and_an_outage_is_not_retried_chain_by_chain():
+    from ares_rerank.backbones.served import ServerError
+
+    def picky(premises, hypotheses):
+        if any("poison" in h for h in hypotheses):
+            raise ValueError("this step cannot be scored")
+        return [0.9] * len(hypotheses)
+
+    reranker = AresReranker(FunctionBackbone(picky))
+    with pytest.raises(ValueError, match="cannot be scored"):
+        reranker.rank("p", ["a fine step", "a poison step"])
+    ranked = reranker.rank("p", ["a poison step", "a fine step"], on_error="none")
+    assert [r["index"] for r in ranked] == [1, 0] and ranked[1]["score"] is None
+    assert "cannot be scored" in ranked[1]["error"]
+
+    calls = []
+
+    def down(premises, hypotheses):
+        calls.append(len(hypotheses))
+        raise ServerError("connection refused", url="http://127.0.0.1:9/v1", status=None)
+
+    records = AresReranker(FunctionBackbone(down)).score("p", ["s1", "s2", "s3", "s4"], on_error="none")
+    assert [r["score"] for r in records] == [None] * 4 and "connection refused" in records[0]["error"]
+    assert len(calls) == 1  # one wave failed; four more waves would each have waited for the server

@@ -228,6 +228,9 @@ def test_environment_names_kind_options_aggregate_and_reranker_options(clean_env
         ("ARES_RERANK_AGGREGATE", "median", r"ARES_RERANK_AGGREGATE='median' is unknown: use one of \['final'"),
         ("ARES_RERANK_RERANKER_OPTIONS", '{"backbone": "x"}', r"unknown keys \['backbone'\]: use \['method'"),
         ("ARES_RERANK_RERANKER_OPTIONS", '{"config": {"eps": 7}}', "'config' is not a valid AresConfig"),
+        # were accepted here and failed at the first reward call without naming the variable
+        ("ARES_RERANK_RERANKER_OPTIONS", '{"batch_size": 0}', r"ARES_RERANK_RERANKER_OPTIONS=.*batch_size=0"),
+        ("ARES_RERANK_RERANKER_OPTIONS", '{"method": "foo"}', r"ARES_RERANK_RERANKER_OPTIONS=.*method='foo'"),
     ],
 )
 def test_bad_environment_values_are_errors_naming_the_variable(clean_env, name, value, message):
@@ -287,3 +290,15 @@ def test_async_reward_values_logging_and_pickling_match_the_sync_reward():
     clone = pickle.loads(pickle.dumps(async_))
     assert asyncio.run(clone(*args)) == values
     assert rewards.async_ares_reward.__name__ == "ares_reward_async" and not rewards.async_ares_reward.is_loaded
+
+
+def test_a_custom_aggregate_that_fails_leaves_the_completion_unscored_not_the_call():
+    """AresReward never raises for one completion: an aggregate's IndexError escaped it, as a bare IndexError."""
+    from ares_rerank import AresReranker, AresReward, FunctionBackbone
+
+    reranker = AresReranker(FunctionBackbone(lambda P, H: [0.9] * len(H)), aggregate=lambda s: s[1])
+    reward = AresReward(reranker)
+    rewards = reward(["p", "p"], ["one step", "one step\n\ntwo steps"])
+    assert rewards[0] is None and rewards[1] == pytest.approx(0.9)
+    with pytest.raises(ValueError, match=r"aggregate=<function .*> raised IndexError: list index out of range"):
+        reranker.score("p", ["one step"])

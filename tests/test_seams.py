@@ -245,6 +245,8 @@ def test_backbone_loading_and_its_shared_helpers_import_no_backbone_module():
     assert graph["ares_rerank.chain"] == set()
     # names, calibration, loading; the package folder (where the default head lies) from io
     assert graph["ares_rerank.backbones.hub"] == {"ares_rerank.backbones.devices", "ares_rerank.io"}
-    assert graph["ares_rerank.backbones.cache"] <= {"ares_rerank.backbones.selection"}
+    # the cache keys pairs after premise selection, checked by the protocol module's check_pairs (a leaf)
+    assert graph["ares_rerank.backbones.base"] == set()
+    assert graph["ares_rerank.backbones.cache"] <= {"ares_rerank.backbones.selection", "ares_rerank.backbones.base"}
     assert graph["ares_rerank.backbones.loading"] == {"ares_rerank.backbones.hub",  # kinds are imported lazily
                                                       "ares_rerank.backbones.devices"}

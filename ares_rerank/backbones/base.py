@@ -26,8 +26,43 @@ __all__ = [
     "PairBatch",
     "accepts_num_base",
     "call_backbone",
+    "check_pairs",
     "check_probabilities",
 ]
+
+
+def check_pairs(
+    premises: Any, hypotheses: Any, owner: str = "entailment_probs"
+) -> tuple[list[list[str]], list[str]]:
+    """The ``(premises, hypotheses)`` a backbone was given, checked: one list of claim strings per hypothesis string.
+
+    Returns:
+        ``(premises, hypotheses)`` as lists (tuples and generators become lists).
+
+    Raises:
+        TypeError: a single string where a list is expected (a flat list of premises was read one character per
+            premise), or a premise / hypothesis that is not text (``None`` was scored as the text "None").
+        ValueError: the two lists differ in length.
+    """
+    if isinstance(premises, (str, bytes)) or isinstance(hypotheses, (str, bytes)):
+        raise TypeError(f"{owner}(premises, hypotheses) takes a list of premise lists and a list of hypotheses, e.g. "
+                        "([['It rains.']], ['The street is wet.']), not a single string.")
+    premises, hypotheses = list(premises), list(hypotheses)
+    if len(premises) != len(hypotheses):
+        raise ValueError(f"{owner} got {len(premises)} premise lists for {len(hypotheses)} hypotheses: pass one "
+                         "premise list per hypothesis.")
+    out = []
+    for i, (claims, hypothesis) in enumerate(zip(premises, hypotheses)):
+        if isinstance(claims, (str, bytes)) or not isinstance(claims, Iterable):
+            raise TypeError(f"{owner} premises[{i}]={claims!r:.80} must be a list of claims (strings): each "
+                            "hypothesis gets its own list, e.g. [['It rains.'], ['It rains.', 'It is cold.']].")
+        claims = list(claims)
+        if not isinstance(hypothesis, str) or not all(isinstance(c, str) for c in claims):
+            bad = hypothesis if not isinstance(hypothesis, str) else next(c for c in claims if not isinstance(c, str))
+            raise TypeError(f"{owner} pair {i} holds {type(bad).__name__} {bad!r:.80} where text is expected: "
+                            "premises and hypotheses are strings.")
+        out.append(claims)
+    return out, hypotheses
 
 
 @runtime_checkable
@@ -67,13 +102,19 @@ class FunctionBackbone:
     def __init__(self, fn: Callable[[list[list[str]], list[str]], Sequence[float]], name: str | None = None) -> None:
         if not callable(fn):
             raise TypeError(f"FunctionBackbone(fn=...) must be callable, got {type(fn).__name__}.")
+        try:
+            inspect.signature(fn).bind([], [])
+        except TypeError as err:
+            raise TypeError(f"FunctionBackbone(fn=...) must take (premises, hypotheses), two lists: {err}.") from None
+        except ValueError:  # a builtin without a signature: checked at the first call
+            pass
         self.fn = fn
         self.name = name or getattr(fn, "__name__", type(fn).__name__)
 
     def entailment_probs(self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str]) -> list[float]:
         """``fn``'s answer, checked: one finite probability in [0, 1] per hypothesis (:func:`check_probabilities`)."""
-        hypotheses = list(hypotheses)
-        return check_probabilities(self.fn([list(p) for p in premises], hypotheses), hypotheses, self).tolist()
+        premises, hypotheses = check_pairs(premises, hypotheses, f"{self!r}.entailment_probs")
+        return check_probabilities(self.fn(premises, hypotheses), hypotheses, self).tolist()
 
     def __repr__(self) -> str:
         return f"FunctionBackbone({self.name})"

@@ -18,6 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Sequence
 
+from .base import check_pairs
 from .selection import PremiseSelector, apply_selector
 
 
@@ -106,17 +107,12 @@ def pair_keys(
     Returns:
         ``(selected premises, their roles or None, hypothesis)`` per pair, all strings.
     """
-    if len(premises) != len(hypotheses):
-        raise ValueError(
-            f"entailment_probs got {len(premises)} premise lists for {len(hypotheses)} hypotheses: pass one premise "
-            "list per hypothesis."
-        )
+    premises, hypotheses = check_pairs(premises, hypotheses)
     keys = []
     for claims, claim_roles, hypothesis in zip(premises, roles or [None] * len(premises), hypotheses):
-        claims = [str(c) for c in claims]
-        kept = apply_selector(selector, claims, str(hypothesis))
-        selected_roles = None if claim_roles is None else tuple(claim_roles[i] for i in kept)
-        keys.append((tuple(claims[i] for i in kept), selected_roles, str(hypothesis)))
+        kept = apply_selector(selector, claims, hypothesis)
+        selected_roles = None if claim_roles is None else tuple(claim_roles[j] for j in kept)
+        keys.append((tuple(claims[j] for j in kept), selected_roles, hypothesis))
     return keys
 
 

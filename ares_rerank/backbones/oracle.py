@@ -16,6 +16,7 @@ import string
 from typing import Any, Iterable, Sequence
 
 from ..data.claimtrees import ClaimTreesTemplates
+from .base import check_pairs
 
 
 __all__ = ["ClaimTreesOracle", "RecipeOracle"]
@@ -110,11 +111,7 @@ class ClaimTreesOracle:
         Raises:
             ValueError: The two lists differ in length, or a hypothesis is not a ClaimTrees step.
         """
-        if len(premises) != len(hypotheses):
-            raise ValueError(
-                f"ClaimTreesOracle.entailment_probs got {len(premises)} premise lists for {len(hypotheses)} "
-                "hypotheses: pass one premise list per hypothesis."
-            )
+        premises, hypotheses = check_pairs(premises, hypotheses, "ClaimTreesOracle.entailment_probs")
         return [self._judge(p, h) for p, h in zip(premises, hypotheses)]
 
     def __repr__(self) -> str:
@@ -182,11 +179,7 @@ class RecipeOracle:
         Raises:
             ValueError: The two lists differ in length, or a hypothesis is not a step claim of the graphs.
         """
-        if len(premises) != len(hypotheses):
-            raise ValueError(
-                f"RecipeOracle.entailment_probs got {len(premises)} premise lists for {len(hypotheses)} hypotheses: "
-                "pass one premise list per hypothesis."
-            )
+        premises, hypotheses = check_pairs(premises, hypotheses, "RecipeOracle.entailment_probs")
         return [self._judge(p, h) for p, h in zip(premises, hypotheses)]
 
     def __repr__(self) -> str:

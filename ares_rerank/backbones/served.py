@@ -60,6 +60,7 @@ __all__ = [
     "ServerError",
     "ServerResponseError",
     "finite_number",
+    "is_outage",
     "map_bounded",
     "model_card",
 ]
@@ -86,6 +87,17 @@ class ServerError(RuntimeError):
         self.url = url
         self.status = status
         self.attempts = attempts
+
+
+def is_outage(err: BaseException) -> bool:
+    """Whether ``err`` says the server (or the network) failed rather than one request's content: no answer at all,
+    a timeout, a retryable status (:data:`RETRY_STATUSES`, 5xx) or an OS-level connection error. Retrying such a
+    batch one request at a time would only pay the timeout again for every request."""
+    if isinstance(err, ServerResponseError):
+        return False
+    if isinstance(err, ServerError):
+        return err.status is None or err.status in RETRY_STATUSES or err.status >= 500
+    return isinstance(err, (ConnectionError, TimeoutError, socket.timeout))
 
 
 class ServerResponseError(ServerError):

@@ -29,7 +29,7 @@ from typing import Any
 from ares_rerank.chain import Chain, ChainScores
 from ares_rerank.config import AresConfig
 from ares_rerank.estimator import ESTIMATOR_REVISION
-from ares_rerank.io import remove_stale_temps, write_atomic
+from ares_rerank.io import check_outside_package, remove_stale_temps, write_atomic
 
 
 __all__ = ["ScoreCache", "method_key"]
@@ -109,6 +109,7 @@ class ScoreCache:
     """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
+        check_outside_package(root, flag="ScoreCache(root=...)")
         self.root = Path(root)
 
     def path(self, task_key: str, backbone_key: str, method: str) -> Path:

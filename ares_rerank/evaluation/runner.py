@@ -18,8 +18,8 @@ from typing import Any, Sequence
 
 from ares_rerank.chain import Chain, ChainScores
 from ares_rerank.config import AresConfig
-from ares_rerank.io import write_atomic
-from ares_rerank.scoring import METHODS, score_chains
+from ares_rerank.io import check_output_dir, write_atomic
+from ares_rerank.scoring import METHODS, check_batch_size, score_chains
 
 from .backbones import CountingBackbone, backbone_cache_key
 from .cache import ScoreCache, method_key
@@ -119,7 +119,7 @@ def evaluate(
     methods: Sequence[str],
     config: AresConfig | None = None,
     *,
-    backbone_name: str = "backbone",
+    backbone_name: str | None = None,
     backbone_kind: str | None = None,
     backbone_options: dict[str, Any] | None = None,
     cache: ScoreCache | None = None,
@@ -135,7 +135,9 @@ def evaluate(
         methods: ``"ares"`` and/or baseline names.
         config: ARES settings (default ``AresConfig()``: p = 1, eps = delta = 0.1, auto mode).
         backbone_name: Names the backbone in the results and the cache (with a fingerprint of the files when it
-            is ``"default"`` or a local folder, see :func:`ares_rerank.evaluation.backbones.backbone_cache_key`).
+            is ``"default"`` or a local folder, see :func:`ares_rerank.evaluation.backbones.backbone_cache_key`);
+            required with ``cache``, which would otherwise hand one backbone's scores to another. Default: the
+            backbone's ``repr``.
         backbone_kind, backbone_options: The ``kind`` and load options it was loaded with (part of the cache key).
         cache, refresh, batch_size, progress: See :func:`score_cached`.
 
@@ -144,10 +146,21 @@ def evaluate(
         bootstrap SEs and folds, ProcessBench's metric, best-of-2 (when the task has twins), ARES's sample
         efficiency, and the scoring stats (cached / scored chains, backbone calls, seconds).
     """
-    config = config or AresConfig()
+    config = AresConfig() if config is None else config
+    if not isinstance(config, AresConfig):
+        raise TypeError(f"evaluate(config=...) must be an AresConfig, got {type(config).__name__}: e.g. "
+                        "AresConfig(eps=0.1).")
+    if isinstance(methods, str):
+        raise TypeError(f"evaluate(methods={methods!r}) must be a list of method names, e.g. [{methods!r}].")
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
         raise ValueError(f"methods={list(methods)!r}: unknown {unknown}; use some of {list(METHODS)}.")
+    check_batch_size(batch_size, "evaluate")
+    if cache is not None and backbone_name is None:
+        raise ValueError("evaluate(cache=...) keys its scores by backbone_name: pass backbone_name= naming this "
+                         "backbone (its folder or hub id, as load_backbone got it), or cache=None; unnamed, a cache "
+                         "would hand one backbone's scores to another.")
+    backbone_name = repr(backbone) if backbone_name is None else backbone_name
     chains = list(task.chains) + list(task.twins or [])
     results: dict[str, Any] = {
         "task": {"name": task.name, "key": task.key, "info": task.info, "num_chains": len(task.chains),
@@ -173,7 +186,7 @@ def evaluate(
 def write_results(results: dict[str, Any], out_dir: str | Path, stem: str) -> Path:
     """Write ``<out_dir>/<stem>.json`` (the results) and ``.md`` (their table), each atomically; returns the JSON
     path."""
-    out_dir = Path(out_dir)
+    out_dir = check_output_dir(out_dir, flag="write_results(out_dir=...)")
     write_atomic(out_dir / f"{stem}.json", json.dumps(results, indent=1))
     write_atomic(out_dir / f"{stem}.md", results_markdown(results) + "\n")
     return out_dir / f"{stem}.json"

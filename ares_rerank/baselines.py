@@ -15,7 +15,7 @@ A min over an empty set (no base claims, or the first step of ``roscoe-li-self``
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from .backbones.base import Backbone, ChainBackbone, PairBatch, check_probabilit
 from .chain import Chain, ChainScores
 
 
-__all__ = ["BASELINES", "CHAIN_BASELINES", "baseline_scores"]
+__all__ = ["BASELINES", "CHAIN_BASELINES", "baseline_scores", "check_method_backbone"]
 
 # For one chain: per step, the premise sets whose entailment of the step is min-reduced into the step's score;
 # each set is (claims, how many of them are base claims).
@@ -92,13 +92,19 @@ def baseline_scores(chains: Sequence[Chain], backbone: Backbone, method: str) ->
     return out
 
 
-def _whole_chain_scores(chains: Sequence[Chain], backbone: Backbone, method: str) -> list[ChainScores]:
-    if not hasattr(backbone, "chain_step_probs"):
+def check_method_backbone(method: str, backbone: Any) -> None:
+    """A TypeError when ``method`` is a whole-chain baseline (:data:`CHAIN_BASELINES`) and ``backbone`` cannot score
+    a whole chain (no ``chain_step_probs``); nothing otherwise."""
+    if method in CHAIN_BASELINES and not hasattr(backbone, "chain_step_probs"):
         raise TypeError(
             f"method={method!r} needs a backbone that scores a whole chain in one pass (chain_step_probs), and "
             f"{backbone!r} has none: use a PRM backbone (kind='prm' / 'prm-causal') for 'prm-chain' or a judge "
             "backbone (kind='judge') for 'llm-judge'."
         )
+
+
+def _whole_chain_scores(chains: Sequence[Chain], backbone: Backbone, method: str) -> list[ChainScores]:
+    check_method_backbone(method, backbone)
     whole: ChainBackbone = backbone  # type: ignore[assignment]
     out = []
     for chain in chains:

@@ -26,6 +26,7 @@ from . import fingerprint
 from .aggregate import Aggregate, aggregate_scores, get_aggregate
 from .backbones.base import Backbone
 from .backbones.served import is_outage
+from .baselines import check_method_backbone
 from .chain import Chain, ChainScores, split_prompt, split_steps
 from .domain import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
 from .config import AresConfig
@@ -134,6 +135,7 @@ class AresReranker:
         check_batch_size(batch_size, "AresReranker")
         progress_bar(0, show_progress_bar, 0, "", "")  # validates show_progress_bar
         self.backbone = resolve_backbone(backbone)
+        check_method_backbone(method, self.backbone)  # now, not at the first call
         self.config = config or AresConfig()
         self.method = method
         self.step_separator = step_separator

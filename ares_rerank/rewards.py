@@ -114,6 +114,13 @@ def _json_object(environ: Mapping[str, str], name: str) -> dict[str, Any]:
     return value
 
 
+def _stand_in_backbone() -> FunctionBackbone:
+    """A backbone to check reranker settings against before the real one is loaded: pair-wise and whole-chain."""
+    stand_in = FunctionBackbone(lambda premises, hypotheses: [0.0] * len(hypotheses), name="stand-in")
+    stand_in.chain_step_probs = lambda base_claims, steps: [0.0] * len(steps)  # type: ignore[attr-defined]
+    return stand_in
+
+
 def settings_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The default reranker's settings named by the environment (see the module docstring); loads nothing.
 
@@ -161,7 +168,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any
         except (TypeError, ValueError) as err:
             raise ValueError(f"{RERANKER_OPTIONS_ENV}: 'config' is not a valid AresConfig: {err}") from None
     try:  # checked now, against a stand-in backbone, not at the first reward call of a training run
-        AresReranker(FunctionBackbone(lambda premises, hypotheses: [0.0] * len(hypotheses)), **reranker_options)
+        AresReranker(_stand_in_backbone(), **reranker_options)
     except (TypeError, ValueError) as err:
         raise ValueError(f"{RERANKER_OPTIONS_ENV}={environ.get(RERANKER_OPTIONS_ENV)!r}: {err}") from None
     return {**settings, **reranker_options}
@@ -188,6 +195,11 @@ def configure_default(
             ``method``, ``aggregate``, ``step_separator``, ``prompt_split``, ...).
     """
     global _default
+    try:  # the reranker's own checks, now, against a stand-in backbone (nothing is loaded here)
+        AresReranker(_stand_in_backbone(), **reranker_kwargs)
+    except TypeError as err:
+        raise TypeError(f"configure_default: {err} (its keywords are AresReranker's, and backbone, kind, "
+                        "backbone_options).") from None
     settings = dict(reranker_kwargs)
     for key, value in (("backbone", backbone), ("kind", kind), ("backbone_options", backbone_options)):
         if value is not None:

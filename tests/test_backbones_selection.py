@@ -241,3 +241,15 @@ def test_claimtrees_selections_are_those_of_the_symbols_only_rule():
                         assert RelevantPremises(top_k)(subset, step) == expected
                         assert RelevantPremises(top_k, words=True)(subset, step) == expected
     assert ClaimTreesTemplates().rule  # the paper wording is among the sets
+
+
+def test_a_selector_must_return_indices_not_a_mask_or_none():
+    import numpy as np
+
+    from ares_rerank.backbones.selection import apply_selector
+
+    assert apply_selector(lambda claims, h: np.array([0, 2]), ["a", "b", "c"], "x") == [0, 2]
+    with pytest.raises(TypeError, match="not a mask of booleans"):  # [False, True] was read as indices [0, 1]
+        apply_selector(lambda claims, h: [False, True], ["a", "b"], "x")
+    with pytest.raises(TypeError, match="returned None: return a list of indices"):
+        apply_selector(lambda claims, h: None, ["a", "b"], "x")

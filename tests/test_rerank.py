@@ -350,3 +350,8 @@ def test_on_error_none_keeps_the_other_candidates_and_an_outage_is_not_retried_c
     records = AresReranker(FunctionBackbone(down)).score("p", ["s1", "s2", "s3", "s4"], on_error="none")
     assert [r["score"] for r in records] == [None] * 4 and "connection refused" in records[0]["error"]
     assert len(calls) == 1  # one wave failed; four more waves would each have waited for the server
+
+
+def test_a_whole_chain_method_needs_a_whole_chain_backbone_at_construction():
+    with pytest.raises(TypeError, match="method='prm-chain' needs a backbone that scores a whole chain"):
+        AresReranker(FunctionBackbone(lambda P, H: [0.5] * len(H)), method="prm-chain")

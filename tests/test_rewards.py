@@ -302,3 +302,11 @@ def test_a_custom_aggregate_that_fails_leaves_the_completion_unscored_not_the_ca
     assert rewards[0] is None and rewards[1] == pytest.approx(0.9)
     with pytest.raises(ValueError, match=r"aggregate=<function .*> raised IndexError: list index out of range"):
         reranker.score("p", ["one step"])
+
+
+def test_configure_default_checks_the_reranker_keywords_when_called(clean_env):
+    with pytest.raises(TypeError, match="configure_default: .*unexpected keyword argument 'foo'"):
+        configure_default(foo=1)  # was accepted, then failed at the first reward call of a training run
+    with pytest.raises(ValueError, match="batch_size=0"):
+        configure_default(batch_size=0)
+    configure_default(method="prm-chain")  # a whole-chain method: its backbone is checked when it is loaded

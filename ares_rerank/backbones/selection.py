@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import re
 from collections import Counter
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
@@ -340,7 +341,15 @@ def premise_selector(backbone: Any) -> PremiseSelector | None:
 
 def apply_selector(selector: PremiseSelector, claims: Sequence[str], hypothesis: str) -> list[int]:
     """Call ``selector`` and check it returned ascending, distinct, in-range indices."""
-    kept = [int(i) for i in selector(claims, hypothesis)]
+    returned = selector(claims, hypothesis)
+    if returned is None or isinstance(returned, (str, bytes)) or not hasattr(returned, "__iter__"):
+        raise TypeError(f"premise selector {selector!r} returned {returned!r:.80}: return a list of indices into the "
+                        "claims, e.g. [0, 2].")
+    returned = list(returned)
+    if any(isinstance(i, bool) or not isinstance(i, numbers.Integral) for i in returned):
+        raise TypeError(f"premise selector {selector!r} returned {returned!r:.80}: return indices (ints) into the "
+                        "claims, not a mask of booleans or other values, e.g. [0, 2].")
+    kept = [int(i) for i in returned]
     if kept != sorted(set(kept)) or (kept and (kept[0] < 0 or kept[-1] >= len(claims))):
         raise ValueError(
             f"premise selector {selector!r} returned {kept!r} for {len(claims)} claims: return ascending, distinct "

@@ -11,8 +11,8 @@ import contextlib
 import glob
 import json
 import os
-import sys
 import stat
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -239,7 +239,11 @@ def prepare_run_dir(folder: str | os.PathLike[str], *, result: str, overwrite: b
                          f"new --{flag}, or {overwrite_flag} to replace it.")
     for name in earlier:
         if name != result:
-            shutil.rmtree(out / name)
+            old = out / name
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old)
+            else:
+                old.unlink()
     return out
 
 

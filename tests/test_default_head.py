@@ -136,3 +136,11 @@ def test_cross_encoder_loads_the_shipped_adapter_onto_its_base(head, minilm_hub_
     premises, hypothesis = ["Rule: AB -> CD", "I have AB"], "I use rule (AB -> CD) to derive CD"
     logits = model.predict([("\n".join(premises), hypothesis)])[0]
     assert logits.tolist() == pytest.approx(raw_logits(head, premises, hypothesis).tolist(), abs=1e-4)
+
+
+def test_saving_over_the_shipped_head_is_refused():
+    from ares_rerank import load_backbone
+
+    head = load_backbone("default")
+    with pytest.raises(ValueError, match="would overwrite the shipped default head"):
+        head.save_pretrained(head.source)

@@ -386,6 +386,19 @@ def test_every_training_config_parses():
     assert (args.lora_r, args.lora_alpha, args.init_adapter) == (64, 128, "ares_rerank/default_head")
 
 
+def test_settings_that_failed_only_after_training_are_refused_when_parsed(tmp_path):
+    from ares_rerank.training.head import parse_args
+
+    base = ["--output_dir", str(tmp_path)]
+    for flags, match in ((["--test_fraction", "0"], r"test_fraction=0.0\) must be above 0"),
+                         (["--val_fraction", "0"], r"val_fraction=0.0\) must be above 0"),
+                         (["--subsets_per_step", "-1"], r"subsets_per_step=-1\) must be an int >= 0"),
+                         (["--calibration_bins", "0"], r"calibration_bins=0 must be an integer in \[1, 1000\]"),
+                         (["--torch_threads", "-3"], "torch_threads=-3 must be >= 0")):
+        with pytest.raises(ValueError, match=match):
+            parse_args(base + flags)
+
+
 def test_parse_args_reads_yaml_and_lets_flags_override(tmp_path):
     from ares_rerank.training.head import parse_args
 

@@ -14,13 +14,14 @@ premise selection). From a hub id, every file of the head comes from one commit:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..io import PACKAGE_DIR
 from .devices import DTYPES, select_device, select_dtype
@@ -372,9 +373,46 @@ def load_model_and_tokenizer(
     """
     import transformers
 
+    if not isinstance(trust_remote_code, bool):  # the string "False" from a YAML or environment is truthy
+        raise TypeError(f"trust_remote_code={trust_remote_code!r} must be True or False (a string would run the "
+                        "checkpoint's own code whatever it says).")
     options = HubOptions(revision=revision, token=token, cache_dir=cache_dir, local_files_only=local_files_only)
     sources = _locate(str(name_or_path), None if adapter is None else str(adapter),
                       None if base_model is None else str(base_model), options)
+    with _loading(sources, name_or_path):
+        return _load(sources, auto_class, device, dtype, trust_remote_code, model_kwargs, calibrated)
+
+
+@contextlib.contextmanager
+def _loading(sources: _Sources, name_or_path: str | Path) -> Iterator[None]:
+    """Name the folder and the fix when a local checkpoint's files cannot be read (a truncated safetensors file, a
+    broken JSON file, an adapter whose recorded base is gone), instead of the reader's bare error."""
+    try:
+        yield
+    except Exception as err:  # noqa: BLE001 -- SafetensorError, JSONDecodeError, OSError, peft's errors ...
+        named = None if type(err) in (ValueError, TypeError) else _unreadable(sources, name_or_path, err)
+        if named is None:  # plain ValueError / TypeError (ours, transformers') already name things; hub errors too
+            raise
+        raise named from err
+
+
+def _unreadable(sources: _Sources, name_or_path: str | Path, err: BaseException) -> Exception | None:
+    reason = f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+    if sources.adapter is not None and not Path(sources.model).is_dir() and str(sources.model) in str(err):
+        return ValueError(f"the adapter {sources.adapter!r} was trained on base_model_name_or_path="
+                          f"{sources.model!r}, which is not here ({reason}): pass base_model= (a folder or hub id "
+                          "of that base model).")
+    local = [p for p in (sources.adapter, sources.model, sources.tokenizer) if p is not None and Path(p).is_dir()]
+    if not local:
+        return None
+    return ValueError(f"{str(name_or_path)!r} did not load ({reason}): a file in {sorted(set(local))} may be "
+                      "truncated or corrupt; save or download it again.")
+
+
+def _load(sources: _Sources, auto_class: str, device: Any, dtype: Any, trust_remote_code: bool,
+          model_kwargs: dict[str, Any] | None, calibrated: bool) -> tuple[Any, Any, dict[str, Any]]:
+    import transformers
+
     torch_device = select_device(device)
     hub = sources.model_options.kwargs()
     config = transformers.AutoConfig.from_pretrained(sources.model, trust_remote_code=trust_remote_code, **hub)
@@ -387,14 +425,27 @@ def load_model_and_tokenizer(
     if sources.adapter is not None:
         transformers.logging.set_verbosity_error()
     try:
-        model = getattr(transformers, cls_name).from_pretrained(
+        model, info = getattr(transformers, cls_name).from_pretrained(
             sources.model, dtype=select_dtype(dtype, torch_device), trust_remote_code=trust_remote_code,
-            **hub, **(model_kwargs or {}),
+            output_loading_info=True, **hub, **(model_kwargs or {}),
         )
     finally:
         transformers.logging.set_verbosity(verbosity)
+    missing = sorted(info.get("missing_keys") or [])
+    if missing and sources.adapter is None:  # a task head the checkpoint never trained: random scores
+        raise ValueError(
+            f"{sources.model!r} has no trained weights for {missing[:4]}{' ...' if len(missing) > 4 else ''}: "
+            f"as {cls_name} its head would be random (a causal LM loaded as kind='prm' or 'nli', say). Load it as "
+            "the kind it was trained for (kind='prm-causal' or 'judge' for a causal LM), or train that head first."
+        )
     tokenizer = transformers.AutoTokenizer.from_pretrained(
         sources.tokenizer, trust_remote_code=trust_remote_code, **sources.tokenizer_options.kwargs())
+    if len(tokenizer) <= len(set(tokenizer.all_special_tokens)):  # transformers builds an empty one silently
+        raise ValueError(
+            f"the tokenizer read from {sources.tokenizer!r} has only its {len(tokenizer)} special tokens (no "
+            "vocabulary file there), so every word would read as unknown: save the tokenizer with the model "
+            "(save_pretrained(..., save_tokenizer=True)) or put its files in that folder."
+        )
     if sources.adapter is not None:
         from peft import PeftModel  # optional dependency, only for adapters
 

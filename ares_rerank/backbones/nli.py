@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from .card import model_card
 from .hf import HFBackbone, softmax_pick
-from .hub import check_scale, hub_model_id, load_model_and_tokenizer
+from .hub import DEFAULT_HEAD_DIR, check_scale, hub_model_id, load_model_and_tokenizer
 from .selection import PremiseSelector
 
 
@@ -206,6 +206,9 @@ class EntailmentHead(HFBackbone):
         from ..calibration import write_calibration
 
         folder = Path(folder)
+        if folder.resolve() == DEFAULT_HEAD_DIR.resolve():  # e.g. save_pretrained(head.source) on the default head
+            raise ValueError(f"save_pretrained({str(folder)!r}) would overwrite the shipped default head inside the "
+                             "installed package: save to a folder of your own (then load_backbone('that/folder')).")
         folder.mkdir(parents=True, exist_ok=True)
         adapter = hasattr(self.model, "peft_config")
         if adapter:

@@ -116,9 +116,12 @@ class HeadTrainingArguments(TrainingArguments):
     report_to: str = field(default="none", metadata={"help": "Experiment trackers (none: offline)."})
 
     def __post_init__(self) -> None:
-        from ..calibration import check_method
+        from ..calibration import check_bins, check_method
 
         check_method(self.calibration_method, "calibration_method")
+        check_bins(self.calibration_bins, "calibration_bins")  # now, not after training
+        if self.torch_threads < 0:
+            raise ValueError(f"torch_threads={self.torch_threads} must be >= 0 (0 = torch's default).")
         if not math.isfinite(self.max_train_seconds) or self.max_train_seconds < 0:
             raise ValueError(f"max_train_seconds={self.max_train_seconds} must be a finite number >= 0 (0 = no time "
                              "limit), e.g. 3600.")
@@ -200,7 +203,13 @@ def load_base(args: HeadTrainingArguments) -> tuple[Any, Any]:
                         layers_to_transform=list(args.lora_layers) or None,
                         layers_pattern="layer" if args.lora_layers else None,
                         modules_to_save=list(args.modules_to_save) or None)
-    return get_peft_model(model, config), tokenizer
+    try:
+        return get_peft_model(model, config), tokenizer
+    except ValueError as err:  # peft's NoMatchingPeftModuleError: no module matched the targets
+        linear = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if type(m).__name__ == "Linear"})
+        raise ValueError(f"lora_target_modules={list(args.lora_target_modules)} with lora_layers="
+                         f"{list(args.lora_layers)} match no layer of {path} ({err}): its linear layers are named "
+                         f"{linear}.") from err
 
 
 def encode_pairs(dataset: Any, model: Any, tokenizer: Any, max_length: int) -> Any:

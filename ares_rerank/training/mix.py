@@ -132,6 +132,12 @@ class MixArguments:
             value = getattr(self, name)
             if not 0.0 <= float(value) < 1.0:
                 raise ValueError(f"MixArguments({name}={value!r}) must lie in [0, 1).")
+        for name in ("val_fraction", "test_fraction"):  # early stopping and calibration need held-out chains
+            if getattr(self, name) <= 0.0:
+                raise ValueError(f"MixArguments({name}={getattr(self, name)!r}) must be above 0: the val split "
+                                 "drives early stopping and the test split the calibration report, e.g. 0.04.")
+        if not isinstance(self.subsets_per_step, int) or self.subsets_per_step < 0:
+            raise ValueError(f"MixArguments(subsets_per_step={self.subsets_per_step!r}) must be an int >= 0.")
         for name in ("composed_share", "distractor_share", "random_wording_share"):
             if not 0.0 <= float(getattr(self, name)) <= 1.0:
                 raise ValueError(f"MixArguments({name}={getattr(self, name)!r}) must lie in [0, 1].")

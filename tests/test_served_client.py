@@ -151,3 +151,21 @@ def test_map_bounded_raises_the_first_error():
 
     with pytest.raises(ServerError, match="dead"):
         map_bounded(work, list(range(10)), concurrency=4)
+
+
+def test_refused_credentials_and_redirects_name_their_own_fix():
+    with FakeServer(scripted(Reply({"error": {"message": "unauth"}}, status=401))) as server:
+        with pytest.raises(ServerError, match=r"HTTP 401: unauth\. The server refused the credentials: pass api_key="):
+            JsonClient(server.url, max_retries=3).post("/v1/completions", {})
+    moved = Reply({}, status=307, headers={"Location": "http://user:secret@example.org/v1"})
+    with FakeServer(scripted(moved)) as server:
+        with pytest.raises(ServerError, match=r"redirects to 'http://\*\*\*@example\.org/v1' and redirects are not"):
+            JsonClient(server.url, max_retries=3).post("/v1/completions", {})
+
+
+def test_concurrency_is_bounded():
+    from ares_rerank.backbones.openai_judge import OpenAIJudge
+    from ares_rerank.backbones.served import MAX_CONCURRENCY
+
+    with pytest.raises(ValueError, match=f"concurrency=1000000 must be at most {MAX_CONCURRENCY}"):
+        OpenAIJudge("http://127.0.0.1:9/v1", model="m", answer_token_ids=None, concurrency=10**6)

@@ -36,6 +36,7 @@ from .selection import PremiseSelector, get_selector
 from .served import (
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_TOTAL_TIMEOUT,
+    MAX_CONCURRENCY,
     JsonClient,
     ServerError,
     ServerResponseError,
@@ -111,6 +112,9 @@ class OpenAIJudge(JudgeBase):
         for name, value in (("top_logprobs", top_logprobs), ("concurrency", concurrency)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name}={value!r} must be a positive integer.")
+        if concurrency > MAX_CONCURRENCY:
+            raise ValueError(f"concurrency={concurrency} must be at most {MAX_CONCURRENCY} (one thread and one socket "
+                             "each), e.g. 8.")
         self.client = JsonClient(base_url, timeout=timeout, max_retries=max_retries, backoff=backoff, api_key=api_key,
                                  total_timeout=total_timeout, max_response_bytes=max_response_bytes)
         self.model = model

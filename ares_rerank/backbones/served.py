@@ -54,6 +54,7 @@ from urllib.parse import SplitResult, unquote, urlsplit
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
     "DEFAULT_TOTAL_TIMEOUT",
+    "MAX_CONCURRENCY",
     "RETRY_STATUSES",
     "InsecureCredentialsWarning",
     "JsonClient",
@@ -66,6 +67,8 @@ __all__ = [
 ]
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+#: The most requests a served backbone keeps in flight (a thread and a socket each).
+MAX_CONCURRENCY = 256
 DEFAULT_MAX_RESPONSE_BYTES = 32 * 2**20  # 32 MiB: a /pooling answer for 16 inputs of 32k tokens (2 labels) is ~23 MB
 DEFAULT_TOTAL_TIMEOUT = 300.0  # one request, every attempt and backoff sleep included
 _TRANSIENT = (ConnectionError, TimeoutError, socket.timeout, http.client.HTTPException, OSError)
@@ -273,11 +276,8 @@ class JsonClient:
             else:
                 last = f"HTTP {status}: {_error_message(data)}"
                 if status not in RETRY_STATUSES:
-                    raise ServerError(
-                        f"{method} {url} was rejected with {last}. The request itself is wrong for this server (a "
-                        "prompt longer than the model's context, a wrong model name or endpoint): fix it, do not "
-                        "retry.", url, status, attempt,
-                    )
+                    raise ServerError(f"{method} {url} was rejected with {last}. {_rejection_hint(status, headers)}",
+                                      url, status, attempt)
                 retry_after = _retry_after(headers)
             if attempt > self.max_retries:
                 break
@@ -406,6 +406,19 @@ def _error_message(data: bytes | bytearray) -> str:
             if body.get(key):
                 return str(body[key])[:500]
     return json.dumps(body)[:300]
+
+
+def _rejection_hint(status: int, headers: dict[str, str]) -> str:
+    """What to fix for an HTTP status that retrying cannot change."""
+    if status in (401, 403):
+        return ("The server refused the credentials: pass api_key= (or set OPENAI_API_KEY) with a key it accepts, "
+                "do not retry.")
+    if 300 <= status < 400:
+        where = _redact(headers.get("location", ""))[:200]  # headers come lower-cased from _once
+        return (f"The server redirects{' to ' + repr(where) if where else ''} and redirects are not followed (a "
+                "credential would go with them): give that URL as the base URL.")
+    return ("The request itself is wrong for this server (a prompt longer than the model's context, a wrong model "
+            "name or endpoint): fix it, do not retry.")
 
 
 def _retry_after(headers: dict[str, str]) -> float | None:

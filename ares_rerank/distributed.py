@@ -42,6 +42,12 @@ __all__ = ["chains_from_rows", "main", "process_state", "score_dataset", "shard_
 def shard_indices(num_rows: int, num_processes: int, process_index: int) -> list[int]:
     """Rows of one process: every ``num_processes``-th row from ``process_index`` (strided, so long and short
     chains spread evenly when the data is sorted by length)."""
+    for name, value in (("num_rows", num_rows), ("num_processes", num_processes), ("process_index", process_index)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"shard_indices({name}={value!r}) must be an int.")
+    if num_rows < 0 or num_processes < 1:
+        raise ValueError(f"shard_indices(num_rows={num_rows}, num_processes={num_processes}): rows >= 0, processes "
+                         ">= 1.")
     if not 0 <= process_index < num_processes:
         raise ValueError(f"process_index={process_index} must lie in [0, num_processes={num_processes}).")
     return list(range(process_index, num_rows, num_processes))
@@ -50,7 +56,10 @@ def shard_indices(num_rows: int, num_processes: int, process_index: int) -> list
 def chains_from_rows(rows: dict[str, list[Any]], step_separator: str | None = "\n\n",
                      prompt_split: str = "none") -> list[Chain]:
     """Chains from a column batch (``dataset[i:j]`` or ``dataset.select(...)[:]``): see the module doc for columns."""
-    n = len(next(iter(rows.values()))) if rows else 0
+    lengths = {name: len(column) for name, column in rows.items()}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"the columns have different lengths {lengths}: one value per row in every column.")
+    n = next(iter(lengths.values()), 0)
     if "steps" in rows:
         base = rows.get("base_claims") or [[] for _ in range(n)]
         make = lambda i: Chain(base[i] or [], rows["steps"][i])  # noqa: E731
@@ -98,6 +107,9 @@ def score_dataset(
     Returns:
         One :class:`ChainScores` per row, in dataset order, on every process.
     """
+    if not callable(getattr(dataset, "select", None)):
+        raise TypeError(f"score_dataset(dataset=...) is a {type(dataset).__name__}: pass a datasets.Dataset, e.g. "
+                        "Dataset.from_list(rows) for a list of row dicts.")
     return [scores for _, _, scores in _score_sharded(dataset, backbone, method, config, batch_size, step_separator,
                                                       prompt_split, progress)]
 

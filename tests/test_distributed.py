@@ -40,6 +40,13 @@ def test_chains_from_rows_both_layouts():
     assert chains_from_rows(text)[0].steps == ("one", "two")
     with pytest.raises(ValueError, match="needs 'steps'"):
         chains_from_rows({"question": ["x"]})
+    # found by an audit (2026-11-27): each was a bare IndexError / TypeError / AttributeError
+    with pytest.raises(ValueError, match=r"different lengths \{'base_claims': 1, 'steps': 2\}"):
+        chains_from_rows({"base_claims": [["B."]], "steps": [["s"], ["t"]]})
+    with pytest.raises(TypeError, match=r"shard_indices\(num_processes=2.0\) must be an int"):
+        shard_indices(10, 2.0, 0)
+    with pytest.raises(TypeError, match="score_dataset.* is a list: pass a datasets.Dataset"):
+        score_dataset(claimtrees_rows(2, 4), ClaimTreesOracle())
 
 
 def test_single_process_equals_score_chains():

@@ -389,9 +389,13 @@ def _loading(sources: _Sources, name_or_path: str | Path) -> Iterator[None]:
     broken JSON file, an adapter whose recorded base is gone), instead of the reader's bare error."""
     try:
         yield
-    except Exception as err:  # noqa: BLE001 -- SafetensorError, JSONDecodeError, OSError, peft's errors ...
-        named = None if type(err) in (ValueError, TypeError) else _unreadable(sources, name_or_path, err)
-        if named is None:  # plain ValueError / TypeError (ours, transformers') already name things; hub errors too
+    except Exception as err:  # noqa: BLE001 -- only a file's failure to read is renamed, below
+        # Plain ValueError / TypeError (ours, transformers') already name things; an ImportError or a device error
+        # (out of memory) is no file's fault; a hub id's errors are the hub's.
+        readable = type(err) not in (ValueError, TypeError) and (
+            isinstance(err, (OSError, ValueError, EOFError)) or type(err).__name__ == "SafetensorError")
+        named = _unreadable(sources, name_or_path, err) if readable else None
+        if named is None:
             raise
         raise named from err
 

@@ -169,3 +169,47 @@ def test_concurrency_is_bounded():
 
     with pytest.raises(ValueError, match=f"concurrency=1000000 must be at most {MAX_CONCURRENCY}"):
         OpenAIJudge("http://127.0.0.1:9/v1", model="m", answer_token_ids=None, concurrency=10**6)
+
+
+@pytest.mark.timeout(60)
+def test_a_server_that_trickles_its_headers_is_cut_off_at_the_deadline():
+    """http.client reads headers under the per-recv socket timeout: one header a second ran 100 s past a 2-s limit."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    stop = threading.Event()
+
+    def trickle() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            try:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\n")
+                for i in range(200):
+                    if stop.is_set():
+                        break
+                    conn.sendall(f"X-Slow-{i}: 1\r\n".encode())
+                    time.sleep(0.2)
+            except OSError:
+                pass
+            finally:
+                conn.close()
+
+    server = threading.Thread(target=trickle, daemon=True)
+    server.start()
+    try:
+        start = time.monotonic()
+        with pytest.raises(ServerError, match="within total_timeout=2|within timeout=1"):
+            JsonClient(f"http://127.0.0.1:{listener.getsockname()[1]}", timeout=1.0, total_timeout=2.0,
+                       max_retries=5, backoff=0.01).post("/v1/completions", {})
+        assert time.monotonic() - start < 5.0
+    finally:
+        stop.set()
+        server.join(timeout=5)
+        listener.close()

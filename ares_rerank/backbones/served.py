@@ -44,6 +44,7 @@ import os
 import random
 import re
 import socket
+import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -319,7 +320,20 @@ class JsonClient:
             sock = conn.sock
             conn.request(method, path or "/", body=body, headers=self.headers)
             _settimeout(sock, deadline)
-            response = conn.getresponse()
+            # http.client reads the status line and headers with many recv calls, each under the socket timeout:
+            # a server that trickles headers would pass the deadline by up to 100 of them. A watchdog shuts the
+            # socket at the deadline instead.
+            watchdog = threading.Timer(max(deadline - time.monotonic(), 0.0), _shut, args=(sock,))
+            watchdog.daemon = True
+            watchdog.start()
+            try:
+                response = conn.getresponse()
+            except (OSError, http.client.HTTPException):
+                if time.monotonic() >= deadline:
+                    raise TimeoutError("the response headers did not end before the deadline") from None
+                raise
+            finally:
+                watchdog.cancel()
             headers = {k.lower(): v for k, v in response.getheaders()}
             limit = self.max_response_bytes
             if response.length is not None and response.length > limit:
@@ -338,6 +352,14 @@ class JsonClient:
             return response.status, headers, data
         finally:
             conn.close()
+
+
+def _shut(sock: socket.socket) -> None:
+    """Unblock a ``recv`` on ``sock`` from another thread (the deadline watchdog of :meth:`JsonClient._once`)."""
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already closed
+        pass
 
 
 def _settimeout(sock: socket.socket, deadline: float) -> None:

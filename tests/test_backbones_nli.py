@@ -200,3 +200,16 @@ def test_predict_scores_pairs_like_cross_encoder_predict(tiny_nli_path):
         head.predict([(["x = 3"], 4)])
     with pytest.raises(ValueError, match="batch_size=0"):
         head.predict(pairs, batch_size=0)
+
+
+def test_a_full_model_saved_over_an_adapter_folder_loads_as_itself(tiny_nli_path, tmp_path):
+    """The adapter files an earlier save left in the folder were loaded instead of the model saved after them."""
+    folder = tmp_path / "head"
+    folder.mkdir()
+    (folder / "adapter_config.json").write_text('{"peft_type": "LORA", "base_model_name_or_path": "elsewhere"}')
+    (folder / "adapter_model.safetensors").write_bytes(b"stale")
+    head = load_backbone(tiny_nli_path, kind="nli", device="cpu")
+    head.save_pretrained(folder)
+    assert not (folder / "adapter_config.json").exists() and not (folder / "adapter_model.safetensors").exists()
+    reloaded = load_backbone(folder, device="cpu")
+    assert reloaded.entailment_probs([["A."]], ["B."]) == pytest.approx(head.entailment_probs([["A."]], ["B."]))

@@ -218,6 +218,8 @@ class EntailmentHead(HFBackbone):
         else:
             self.model.save_pretrained(folder)
             base_model = base_model or hub_model_id(self.calibration.get("base_model"))
+            for stale in ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin"):
+                (folder / stale).unlink(missing_ok=True)  # an earlier adapter here would be loaded instead
         if save_tokenizer:
             self.tokenizer.save_pretrained(folder)
         record = {**self.calibration, "temperature": self.temperature, "bias": self.bias,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import numbers
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
@@ -328,7 +327,7 @@ class ChainScores:
 
     def flags(self, threshold: float = 0.5) -> list[bool]:
         """Steps flagged unsound: ``tau_k <= threshold`` (a threshold in [0, 1])."""
-        if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not 0.0 <= threshold <= 1.0:
+        if isinstance(threshold, bool) or not isinstance(threshold, Real) or not 0.0 <= threshold <= 1.0:
             raise ValueError(f"threshold={threshold!r} must be a number in [0, 1] (scores are probabilities), "
                              "e.g. 0.5.")
         return [bool(s <= threshold) for s in self.step_scores]

@@ -40,7 +40,7 @@ __all__ = [
     "head_file",
     "hub_model_id",
     "load_model_and_tokenizer",
-    "not_loadable",
+    "named_load_errors",
     "probe_file",
     "read_calibration",
     "resolve_model_name",
@@ -110,14 +110,21 @@ def resolve_model_name(name_or_path: str | Path, revision: str | None = None) ->
     return name
 
 
-def not_loadable(what: str, name: str, err: BaseException) -> ValueError:
-    """The error for a model ``name`` (given as ``what``, e.g. ``"backbone"`` or ``"base_model"``) that is no local
-    folder and did not load from the Hub: names it, transformers' reason, and the fix."""
-    return ValueError(
-        f"{what} {name!r} is not a local folder and did not load as a Hugging Face hub id "
-        f"({' '.join(str(err).split())}): check the path, or for a hub model go online or download it first "
-        "(HF_HUB_OFFLINE=1 reads only the local cache)."
-    )
+@contextlib.contextmanager
+def named_load_errors(what: str, name: str, path: str | Path | None = None) -> Iterator[None]:
+    """Around a load of the model ``name`` (given as ``what``, e.g. ``"backbone"`` or ``"base_model"``; read from
+    ``path``, default ``name``): an OSError when ``path`` is no local folder and did not load from the Hub becomes a
+    ValueError naming it, transformers' reason and the fix. A local path's own OSError passes through as it is."""
+    try:
+        yield
+    except OSError as err:
+        if Path(name if path is None else path).exists():
+            raise
+        raise ValueError(
+            f"{what} {name!r} is not a local folder and did not load as a Hugging Face hub id "
+            f"({' '.join(str(err).split())}): check the path, or for a hub model go online or download it first "
+            "(HF_HUB_OFFLINE=1 reads only the local cache)."
+        ) from err
 
 
 def hub_model_id(name_or_path: str | Path | None) -> str | None:
@@ -371,8 +378,6 @@ def load_model_and_tokenizer(
         read from ``ares_calibration.json`` of the adapter, else of the model (``{}`` if none, or with
         ``calibrated=False``: a backbone that reads no calibration neither fetches the file nor warns about it).
     """
-    import transformers
-
     if not isinstance(trust_remote_code, bool):  # the string "False" from a YAML or environment is truthy
         raise TypeError(f"trust_remote_code={trust_remote_code!r} must be True or False (a string would run the "
                         "checkpoint's own code whatever it says).")
@@ -392,7 +397,7 @@ def _loading(sources: _Sources, name_or_path: str | Path) -> Iterator[None]:
     except Exception as err:  # noqa: BLE001 -- only a file's failure to read is renamed, below
         # Plain ValueError / TypeError (ours, transformers') already name things; an ImportError or a device error
         # (out of memory) is no file's fault; a hub id's errors are the hub's.
-        readable = type(err) not in (ValueError, TypeError) and (
+        readable = type(err) is not ValueError and (
             isinstance(err, (OSError, ValueError, EOFError)) or type(err).__name__ == "SafetensorError")
         named = _unreadable(sources, name_or_path, err) if readable else None
         if named is None:

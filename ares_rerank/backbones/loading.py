@@ -35,7 +35,7 @@ from .hub import (
     PACKAGED_ENCODER_HUB_ID,
     HubOptions,
     load_model_and_tokenizer,
-    not_loadable,
+    named_load_errors,
     probe_file,
     read_calibration,
     resolve_model_name,
@@ -269,11 +269,7 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
             f"backbone {name!r} is a folder without config.json or adapter_config.json, so no saved model: point it "
             "at the folder save_pretrained wrote (or 'default' for the shipped head)."
         )
-    try:
+    with named_load_errors("backbone", name):
         if kind is None:
             kind = _detect_from_files(name, kwargs)
         return backbone_class(kind).from_pretrained(name_or_path, **kwargs)
-    except OSError as err:
-        if Path(name).exists():
-            raise
-        raise not_loadable("backbone", name, err) from err

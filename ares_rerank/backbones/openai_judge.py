@@ -36,10 +36,10 @@ from .selection import PremiseSelector, get_selector
 from .served import (
     DEFAULT_MAX_RESPONSE_BYTES,
     DEFAULT_TOTAL_TIMEOUT,
-    MAX_CONCURRENCY,
     JsonClient,
     ServerError,
     ServerResponseError,
+    check_concurrency,
     finite_number,
     map_bounded,
     model_card,
@@ -109,12 +109,9 @@ class OpenAIJudge(JudgeBase):
             raise ValueError(f"endpoint={endpoint!r} is not supported: use 'completions' or 'chat'.")
         if missing_answer not in ("error", "floor"):
             raise ValueError(f"missing_answer={missing_answer!r} is not supported: use 'error' or 'floor'.")
-        for name, value in (("top_logprobs", top_logprobs), ("concurrency", concurrency)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name}={value!r} must be a positive integer.")
-        if concurrency > MAX_CONCURRENCY:
-            raise ValueError(f"concurrency={concurrency} must be at most {MAX_CONCURRENCY} (one thread and one socket "
-                             "each), e.g. 8.")
+        if not isinstance(top_logprobs, int) or isinstance(top_logprobs, bool) or top_logprobs < 1:
+            raise ValueError(f"top_logprobs={top_logprobs!r} must be a positive integer.")
+        check_concurrency(concurrency, 8)
         self.client = JsonClient(base_url, timeout=timeout, max_retries=max_retries, backoff=backoff, api_key=api_key,
                                  total_timeout=total_timeout, max_response_bytes=max_response_bytes)
         self.model = model

@@ -61,6 +61,7 @@ __all__ = [
     "JsonClient",
     "ServerError",
     "ServerResponseError",
+    "check_concurrency",
     "finite_number",
     "is_outage",
     "map_bounded",
@@ -91,6 +92,16 @@ class ServerError(RuntimeError):
         self.url = url
         self.status = status
         self.attempts = attempts
+
+
+def check_concurrency(concurrency: Any, example: int) -> int:
+    """``concurrency`` if it is an integer in [1, :data:`MAX_CONCURRENCY`], else a ValueError naming it."""
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        raise ValueError(f"concurrency={concurrency!r} must be a positive integer, e.g. {example}.")
+    if concurrency > MAX_CONCURRENCY:
+        raise ValueError(f"concurrency={concurrency} must be at most {MAX_CONCURRENCY} (one thread and one socket "
+                         f"each), e.g. {example}.")
+    return concurrency
 
 
 def is_outage(err: BaseException) -> bool:

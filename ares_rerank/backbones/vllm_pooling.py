@@ -32,9 +32,9 @@ from typing import Any, Sequence
 from .prm import StepTagPRM
 from .served import (
     DEFAULT_MAX_RESPONSE_BYTES,
-    MAX_CONCURRENCY,
     JsonClient,
     ServerResponseError,
+    check_concurrency,
     finite_number,
     map_bounded,
     model_card,
@@ -88,9 +88,7 @@ class VLLMPoolingPRM(StepTagPRM):
     ) -> None:
         if probabilities not in ("auto", "probs", "logits"):
             raise ValueError(f"probabilities={probabilities!r} is not supported: use 'auto', 'probs' or 'logits'.")
-        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or not 1 <= concurrency <= MAX_CONCURRENCY:
-            raise ValueError(f"concurrency={concurrency!r} must be an integer in [1, {MAX_CONCURRENCY}] (one thread "
-                             "and one socket each), e.g. 4.")
+        check_concurrency(concurrency, 4)
         if not isinstance(positive_index, int) or positive_index < 0:
             raise ValueError(f"positive_index={positive_index!r} must be a non-negative integer (Qwen PRM: 1).")
         self.client = JsonClient(base_url, timeout=timeout, max_retries=max_retries, backoff=backoff, api_key=api_key,

@@ -182,15 +182,14 @@ def step_separator(text: str) -> str | None:
         return None
     if text == "":
         raise ValueError("--step-separator='' would make every character a step: give e.g. '\\n\\n' or 'sentences'.")
-    if "\\" not in text:
-        check_separator(text)  # a re: pattern that compiles and splits on something
-        return text
-    try:
-        decoded = text.encode("latin-1", "backslashreplace").decode("unicode_escape")
-    except UnicodeDecodeError as err:  # a trailing backslash, or an unfinished escape such as \x4
-        raise ValueError(f"--step-separator={text!r} has an unfinished escape ({err.reason}): write '\\n' or '\\t', "
-                         "or '\\\\' for a backslash.") from err
-    check_separator(decoded)
+    decoded = text
+    if "\\" in text:
+        try:
+            decoded = text.encode("latin-1", "backslashreplace").decode("unicode_escape")
+        except UnicodeDecodeError as err:  # a trailing backslash, or an unfinished escape such as \x4
+            raise ValueError(f"--step-separator={text!r} has an unfinished escape ({err.reason}): write '\\n' or "
+                             "'\\t', or '\\\\' for a backslash.") from err
+    check_separator(decoded)  # a re: pattern that compiles and splits on something
     return decoded
 
 

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 from transformers import Trainer, TrainingArguments
 
-from ..backbones.hub import not_loadable
+from ..backbones.hub import named_load_errors
 from ..backbones.loading import PACKAGED_ENCODER, resolve_model_name
 from ..io import check_outside_package, prepare_run_dir
 from .adapters import continue_adapter
@@ -176,14 +176,10 @@ def load_base(args: HeadTrainingArguments) -> tuple[Any, Any]:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     path = resolve_model_name(args.base_model)
-    try:
+    with named_load_errors("base_model", args.base_model, path):
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForSequenceClassification.from_pretrained(
             path, num_labels=2, id2label=ID2LABEL, label2id=LABEL2ID)
-    except OSError as err:
-        if Path(path).exists():
-            raise
-        raise not_loadable("base_model", args.base_model, err) from err
     if args.full_finetune:
         return model, tokenizer
     names = [name for name, _ in model.named_modules()]

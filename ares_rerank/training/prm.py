@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 from transformers import TrainingArguments
 
-from ..backbones.hub import not_loadable
+from ..backbones.hub import named_load_errors
 from ..io import atomic_folder, check_outside_package, prepare_run_dir
 
 
@@ -102,15 +102,11 @@ def load_prm(args: PRMTrainingArguments) -> tuple[Any, Any]:
     """The token classifier (2 labels) and its tokenizer; the step tag is added as a special token if missing."""
     from transformers import AutoModelForTokenClassification, AutoTokenizer
 
-    try:
+    with named_load_errors("model_name_or_path", args.model_name_or_path):
         tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
         model = AutoModelForTokenClassification.from_pretrained(
             args.model_name_or_path, num_labels=2, id2label={0: "negative", 1: "positive"},
             label2id={"negative": 0, "positive": 1})
-    except OSError as err:
-        if Path(args.model_name_or_path).exists():
-            raise
-        raise not_loadable("model_name_or_path", args.model_name_or_path, err) from err
     if len(tokenizer.encode(args.step_tag, add_special_tokens=False)) != 1:
         tokenizer.add_special_tokens({"additional_special_tokens": [args.step_tag]})
         model.resize_token_embeddings(len(tokenizer))

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from .backbones.base import Backbone, ChainBackbone, PairBatch, check_probabilities
 from .chain import Chain, ChainScores
 

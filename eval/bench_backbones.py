@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"all-MiniLM-L6-v2 entailment head; torch {torch.__version__}, {args.threads} threads, "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.1f}; {args.pairs} pairs per cell, best of {args.repeats}")
-    print(f"| set | tokens (median) | " + " | ".join(f"batch {b}" for b in args.batch_sizes) + " |")
+    print("| set | tokens (median) | " + " | ".join(f"batch {b}" for b in args.batch_sizes) + " |")
     print("| --- | --- | " + " | ".join("---" for _ in args.batch_sizes) + " |")
     bare_rows = []
     for name, (premises, hypotheses) in sets.items():

@@ -8,7 +8,6 @@ import random
 import pytest
 
 from ares_rerank import AresConfig, Chain, FunctionBackbone, score_chains
-from ares_rerank.backbones.oracle import ClaimTreesOracle
 from ares_rerank.backbones.selection import RelevantPremises, SelectingBackbone, relevance_scores
 from ares_rerank.data.claimtrees import load_claimtrees
 from helpers import HashBackbone, brute_force_tau

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ares_rerank.data.paths import DATA_DIR_ENV, shared_data_dir
+from ares_rerank.data.paths import DATA_DIR_ENV
 from helpers import shared_data
 
 from ares_rerank.data.recipes import NUM_RECIPE_ENTRIES, load_recipe_graphs, load_recipes, recipe_example

@@ -10,7 +10,6 @@ lines: the input record plus ``scores`` (one per candidate, input order; ``null`
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any, Iterator

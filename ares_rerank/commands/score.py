@@ -11,9 +11,8 @@ Examples:
 from __future__ import annotations
 
 import argparse
-from typing import Any
-import json
 import sys
+from typing import Any
 
 from ..io import read_chains
 from . import options

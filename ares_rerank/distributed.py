@@ -3,7 +3,8 @@ the original order on every process.
 
 ARES scores do not depend on how the data is split: the sampler of a chain is seeded by ``AresConfig.seed`` and the
 chain's own text (:meth:`Chain.fingerprint`), and every backbone is a fixed function of its inputs, so N processes give
-exactly the single-process scores (tested with ``accelerate launch --num_processes 2 --cpu``).
+exactly the single-process scores (tested with ``accelerate launch --multi_gpu --num_processes 2``, which on a machine
+without GPUs starts two CPU processes; ``--cpu`` alone starts one).
 
 From Python (inside a script started with ``accelerate launch``, or plain ``python`` for one process)::
 
@@ -176,7 +177,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m ares_rerank.distributed",
         description="Score a data set of chains with ARES (or a baseline) across processes: run it with "
-        "`accelerate launch --num_processes N -m ares_rerank.distributed ...` (add --cpu on a CPU machine).",
+        "`accelerate launch --multi_gpu --num_processes N -m ares_rerank.distributed ...` (on a machine without "
+        "GPUs this starts N CPU processes; --cpu would start one).",
     )
     p.add_argument("--data", required=True, help="A .jsonl/.json file, or a folder saved with Dataset.save_to_disk.")
     p.add_argument("--output", required=True, help="JSONL file of per-chain scores, in data order (main process).")

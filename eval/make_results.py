@@ -3,9 +3,10 @@
     python -m eval.make_results              # about 4 minutes the first time on 2 CPU cores, seconds when cached
 
 Sections 1-6 are recomputed with the ClaimTrees rule oracle. Section 7 (real backbones) renders the result files
-committed under ``eval/results/real/`` (written by ``ares_rerank.evaluation.runner --out eval/results/real`` and ``eval.bench_perf --json
-eval/results/real/perf_*.json``): those runs take an hour or more on a CPU, so they are not repeated here; sets with no
-file stay marked as pending. Scores are cached under ``eval.CACHE_DIR`` (outside the checkout); ``--refresh`` re-scores.
+committed under ``eval/results/real/`` (written by ``ares-rerank eval --out eval/results/real`` and ``python -m
+eval.bench_perf --json eval/results/real/perf_*.json``): those runs take an hour or more on a CPU, so they are not
+repeated here; sets with no file stay marked as pending. Scores are cached under ``eval.CACHE_DIR`` (outside the
+checkout; ``--cache-dir`` moves it, and an empty folder there re-scores everything).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def fingerprints_section() -> tuple[str, bool]:
         ok &= match
         rows.append([name, n, ", ".join(f"{v:.4f}" for v in ours), ", ".join(f"{v:.4f}" for v in spec),
                      "yes" if match else "**NO**"])
-    return markdown_table(["set", "N", "ours (eval/protocol.py folds)", "spec section 6", "match"], rows), ok
+    return markdown_table(["set", "N", "ours (evaluation/protocol.py folds)", "spec section 6", "match"], rows), ok
 
 
 def long_chain_runs(paper_compat: bool, cache: ScoreCache, progress: bool) -> list[dict[str, Any]]:

@@ -1,5 +1,5 @@
-"""Data-parallel scoring: shards cover every row once, and `accelerate launch --num_processes 2 --cpu` gives exactly
-the single-process scores, in data order (a real two-process run over gloo on 127.0.0.1)."""
+"""Data-parallel scoring: shards cover every row once, and `accelerate launch --multi_gpu --num_processes 2` gives
+exactly the single-process scores, in data order (a real two-process run over gloo on 127.0.0.1)."""
 
 from __future__ import annotations
 

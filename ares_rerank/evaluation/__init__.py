@@ -8,7 +8,8 @@ thresholds, macro-F1, best-of-2, sample efficiency) -> :mod:`.report` (markdown)
     from ares_rerank.evaluation import ScoreCache, evaluate, load_task, write_results
 
     task = load_task("claimtrees", length=10, n=100)
-    results = evaluate(task, load_backbone("claimtrees-oracle"), ["ares", "entail-prev"], cache=ScoreCache("cache"))
+    results = evaluate(task, load_backbone("claimtrees-oracle"), ["ares", "entail-prev"], cache=ScoreCache("cache"),
+                       backbone_name="claimtrees-oracle")  # the cache keys scores by it
     write_results(results, "results", "claimtrees-10")
 
 The same from the shell: ``ares-rerank eval --task claimtrees --length 10 --n 100``. The benchmark scripts and the

@@ -2,9 +2,11 @@
 
 From the shell: ``ares-rerank eval`` (:mod:`ares_rerank.commands.eval`). From Python::
 
+    from ares_rerank import load_backbone
     from ares_rerank.evaluation import ScoreCache, evaluate, load_task
     task = load_task("claimtrees", length=10, n=100)
-    results = evaluate(task, load_backbone("claimtrees-oracle"), ["ares", "entail-prev"], cache=ScoreCache("cache"))
+    results = evaluate(task, load_backbone("claimtrees-oracle"), ["ares", "entail-prev"], cache=ScoreCache("cache"),
+                       backbone_name="claimtrees-oracle")
 """
 
 from __future__ import annotations

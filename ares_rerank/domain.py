@@ -1,8 +1,9 @@
 """No silent demo: notice when the embedded demo head scores text outside its domain, and say so once, loudly.
 
-The head shipped in ``ares_rerank/default_head`` is an entailment head trained on ClaimTrees rule chains only. On a
-math problem it gives every step of every candidate 0.006-0.09, so a reranker picks at random and GRPO scales the
-near-constant rewards up to full-size advantages. :class:`~ares_rerank.rerank.AresReranker` (and so
+The head shipped in ``ares_rerank/default_head`` is an entailment head trained on ClaimTrees rule chains and cooking
+recipes only. On a math problem its scores carry no signal (the head shipped before it gave every step of every
+candidate 0.006-0.09), so a reranker picks at random and GRPO scales near-constant or random rewards up to full-size
+advantages. :class:`~ares_rerank.rerank.AresReranker` (and so
 :class:`~ares_rerank.rewards.AresReward` and :class:`~ares_rerank.filters.AresFilter`) checks each scoring call with
 :func:`off_domain_reason` while its backbone :func:`is_demo_backbone`, and warns once per reranker with
 :class:`DemoBackboneWarning`, naming what to pass instead.
@@ -33,7 +34,8 @@ _MATH = re.compile(r"=|\\[a-zA-Z]+|\$|\d\s*[-+*/^×÷]\s*\d")
 
 
 class DemoBackboneWarning(UserWarning):
-    """The embedded demo head (ClaimTrees rule chains only) is scoring text that does not look like its domain."""
+    """The embedded demo head (ClaimTrees rule chains and recipes only) is scoring text that does not look like its
+    domain."""
 
 
 def _attribute(obj: Any, name: str) -> Any:
@@ -98,8 +100,8 @@ def demo_warning_message(owner: str, reason: str) -> str:
     """The warning text: what is wrong, why it matters, and what to pass instead."""
     return (
         f"{owner} is scoring with the embedded demo head (an entailment head trained on ClaimTrees rule chains "
-        f"only), and {reason}: these scores are not meaningful (a reranker picks at random; GRPO scales such "
-        "near-constant rewards up to full-size advantages). Pass a backbone for your domain: a process reward model "
+        f"and cooking recipes only), and {reason}: these scores are not meaningful (a reranker picks at random; GRPO "
+        "scales such rewards up to full-size advantages). Pass a backbone for your domain: a process reward model "
         "(load_backbone('Qwen/Qwen2.5-Math-PRM-7B', kind='prm')), an LLM judge (kind='judge', or kind='openai' for a "
         "served one) or a head you trained; on the command line --backbone PATH --kind prm|judge; for "
         "ares_rerank.rewards.ares_reward set ARES_RERANK_BACKBONE and ARES_RERANK_KIND."

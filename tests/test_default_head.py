@@ -20,7 +20,8 @@ def head():
 def test_default_head_is_shipped_small_and_calibrated(head):
     files = {p.name for p in DEFAULT_HEAD_DIR.iterdir()}
     assert {"adapter_config.json", "adapter_model.safetensors", "ares_calibration.json"} <= files
-    assert sum(p.stat().st_size for p in DEFAULT_HEAD_DIR.iterdir()) < 2_000_000  # an adapter, not a model
+    # an adapter, not a model: rank 64 in float16 is 5.4 MB against the 90 MB base encoder
+    assert sum(p.stat().st_size for p in DEFAULT_HEAD_DIR.iterdir()) < 8_000_000
     config = json.loads((DEFAULT_HEAD_DIR / "adapter_config.json").read_text())
     assert not Path(config["base_model_name_or_path"]).is_absolute()  # resolved from the package at load time
     calibration = json.loads((DEFAULT_HEAD_DIR / "ares_calibration.json").read_text())

@@ -381,9 +381,15 @@ def test_every_training_config_parses():
     _, args = parse_args([str(train_default_head.CONFIGS / "default_head_stage5_recipes.yaml"),
                           "--full_finetune", "true", "--init_adapter", ""])
     assert args.full_finetune and not args.init_adapter
-    # the GPU recipe of stage 6's run Y widens the shipped rank-8 adapter to rank 64 at v4's scale of 2
-    _, args = parse_args([str(train_default_head.CONFIGS / "default_head_gpu_widened.yaml")])
-    assert (args.lora_r, args.lora_alpha, args.init_adapter) == (64, 128, "ares_rerank/default_head")
+    # the recipe's first GPU stage widens stage 4's rank-8 adapter to rank 64 at its scale of 2, and both GPU stages
+    # replay their kept checkpoints within a 6000-step schedule
+    mix5, args5 = parse_args([str(train_default_head.CONFIGS / "default_head_stage5_gpu.yaml")])
+    assert (args5.lora_r, args5.lora_alpha, args5.init_adapter) == (64, 128, "runs/default_head_stage4/head")
+    mix6, args6 = parse_args([str(train_default_head.CONFIGS / "default_head_stage6_gpu.yaml")])
+    assert (args5.max_steps, args5.stop_at_step, args6.max_steps, args6.stop_at_step) == (6000, 2500, 6000, 2000)
+    assert mix5.recipe_share == mix6.recipe_share == 0.65 and mix6.first_index > mix5.first_index
+    assert args5.learning_rate == 2 * args6.learning_rate and args6.warmup_steps == 0
+    assert mix5.premise_selection == "relevant-words:6" and args5.max_length == args6.max_length == 512
 
 
 def test_settings_that_failed_only_after_training_are_refused_when_parsed(tmp_path):
@@ -764,8 +770,19 @@ def test_recipes_parse_the_shipped_mix_and_the_varied_one_exports_nothing(tmp_pa
     assert args2.export_dir in ("", None) and args2.init_adapter == str(tmp_path / "v" / "default_head_stage1" / "head")
     seen.clear()
     assert train_default_head.main(["--runs_dir", str(tmp_path / "d"), "--export_dir", ""]) == 0
-    # the shipped recipe: v2's mix, pinned against generator defaults, then stage 4's random wordings
-    (mix1, _), (mix2, args2), (mix3, args3), (mix4, args4) = seen
+    # the shipped recipe: v2's mix, pinned against generator defaults, stage 4's random wordings, then two GPU stages
+    # on recipe chains
+    (mix1, _), (mix2, args2), (mix3, args3), (mix4, args4), (mix5, args5), (mix6, args6) = seen
+    assert args5.init_adapter == str(tmp_path / "d" / "default_head_stage4" / "head") and args5.export_dir == ""
+    assert args6.init_adapter == str(tmp_path / "d" / "default_head_stage5" / "head") and args6.export_dir == ""
+    assert mix5.recipe_share == mix6.recipe_share == 0.65 and args6.overwrite_default_head
+    seen.clear()
+    # the CPU stages alone: four stages, and by default no export (the shipped folder holds stage 6's head)
+    assert train_default_head.main(["--runs_dir", str(tmp_path / "c"), "--last_stage", "stage4"]) == 0
+    assert len(seen) == 4 and seen[-1][1].export_dir == ""
+    assert json.loads((tmp_path / "c" / "recipe.json").read_text())["export_dir"] == ""
+    with pytest.raises(SystemExit):
+        train_default_head.main(["--runs_dir", str(tmp_path / "x"), "--last_stage", "stage9"])
     assert args2.init_adapter == str(tmp_path / "d" / "default_head_stage1" / "head")
     assert args3.init_adapter == str(tmp_path / "d" / "default_head" / "head") and args3.export_dir == ""
     assert args4.init_adapter == str(tmp_path / "d" / "default_head_stage3" / "head") and args4.export_dir == ""
@@ -791,7 +808,7 @@ def test_recipe_bf16_flag_reaches_every_stage(tmp_path, monkeypatch):
     monkeypatch.setattr(train_default_head, "train_head",
                         lambda mix, args: seen.append(args) or SimpleNamespace(calibration={}))
     assert train_default_head.main(["--runs_dir", str(tmp_path / "d"), "--export_dir", "", "--bf16"]) == 0
-    assert len(seen) == 4 and all(args.bf16 for args in seen)
+    assert len(seen) == len(train_default_head.STAGES) and all(args.bf16 for args in seen)
     assert all(args.use_cpu for args in seen) or torch.cuda.is_available()  # CPU autocast needs use_cpu
     assert json.loads((tmp_path / "d" / "recipe.json").read_text())["bf16"] is True
     seen.clear()
@@ -850,6 +867,25 @@ def test_max_train_seconds_stops_early_and_keeps_an_evaluated_checkpoint(tmp_pat
     for bad in ("-1", "nan", "inf"):  # NaN compared false both ways and never stopped a run
         with pytest.raises(ValueError, match=f"max_train_seconds={bad}.* must be a finite number >= 0"):
             _tiny_args(tmp_path, tiny_nli_path, max_train_seconds=bad)
+
+
+@pytest.mark.slow
+def test_stop_at_step_replays_the_start_of_a_longer_schedule(tmp_path, tiny_nli_path):
+    from ares_rerank.training.head import train_head
+
+    # stopped at step 3 of a 50-step schedule: evaluated and checkpointed there, the learning rate still decaying
+    # over 50 steps (not 3)
+    mix, args = _tiny_args(tmp_path, tiny_nli_path, max_steps=50, eval_steps=40, save_steps=40, stop_at_step=3,
+                           warmup_steps=0, logging_steps=1)
+    trained = train_head(mix, args)
+    record = trained.calibration["training"]
+    assert record["steps"] == 3 and record["stop_at_step"] == 3 and record["best_step"] == 3
+    state = json.loads((tmp_path / "run" / "checkpoint-3" / "trainer_state.json").read_text())
+    rates = [entry["learning_rate"] for entry in state["log_history"] if "learning_rate" in entry]
+    assert rates and min(rates) > 0.9 * args.learning_rate
+    for bad in ("-1", "51"):
+        with pytest.raises(ValueError, match=f"stop_at_step={bad} must be 0 .off. or a step in 1..max_steps"):
+            _tiny_args(tmp_path, tiny_nli_path, max_steps=50, stop_at_step=bad)
 
 
 def test_modules_to_save_must_name_a_module_and_outputs_stay_out_of_the_package(tmp_path, tiny_nli_path):

@@ -3,6 +3,8 @@
 :class:`TimeBudgetCallback` bounds a run's wall time (``max_train_seconds`` of
 :class:`~ares_rerank.training.head.HeadTrainingArguments`): on a shared machine, or a rented GPU held for a fixed
 time, a run that stops early with its best checkpoint is worth more than one that is killed with none.
+:class:`StopAtStepCallback` (``stop_at_step``) ends a run at a given step while the learning-rate schedule stays the
+one of ``max_steps``: it replays, step for step, a run that a time budget stopped there.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 
-__all__ = ["TimeBudgetCallback"]
+__all__ = ["StopAtStepCallback", "TimeBudgetCallback"]
 
 
 class TimeBudgetCallback(TrainerCallback):
@@ -36,8 +38,31 @@ class TimeBudgetCallback(TrainerCallback):
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         if self.start is not None and time.monotonic() - self.start >= self.seconds:
-            control.should_training_stop = True
-            control.should_evaluate = True
-            control.should_save = True
+            stop_evaluated(control)
             self.stopped_at = state.global_step
         return control
+
+
+class StopAtStepCallback(TrainerCallback):
+    """End training after optimizer step ``step``, evaluated and checkpointed, whatever ``max_steps`` says.
+
+    ``max_steps`` keeps setting the learning-rate schedule, so a run stopped here is the first ``step`` steps of the
+    full run (the shipped head's GPU stages were stopped by a time budget; their configs replay them by step).
+    """
+
+    def __init__(self, step: int) -> None:
+        if isinstance(step, bool) or not isinstance(step, int) or step < 1:
+            raise ValueError(f"step={step!r} must be an int >= 1 (the last optimizer step to run), e.g. 2500.")
+        self.step = step
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if state.global_step >= self.step:
+            stop_evaluated(control)
+        return control
+
+
+def stop_evaluated(control: Any) -> None:
+    """Ask the Trainer to evaluate and checkpoint this step, then stop (so the best checkpoint sees it)."""
+    control.should_training_stop = True
+    control.should_evaluate = True
+    control.should_save = True

@@ -33,7 +33,7 @@ from ..backbones.hub import named_load_errors
 from ..backbones.loading import PACKAGED_ENCODER, resolve_model_name
 from ..io import check_outside_package, prepare_run_dir
 from .adapters import continue_adapter
-from .callbacks import TimeBudgetCallback
+from .callbacks import StopAtStepCallback, TimeBudgetCallback
 from .export import ID2LABEL, LABEL2ID, TrainingCollapsed, calibrate_and_save, check_not_collapsed, save_head
 from .mix import MixArguments, training_chains
 from .wordings import templates_of
@@ -84,6 +84,9 @@ class HeadTrainingArguments(TrainingArguments):
     max_train_seconds: float = field(default=0.0, metadata={
         "help": "Stop training after this many seconds of wall time (0 = no limit), whatever max_steps says: the "
                 "step that crosses it is evaluated and checkpointed, and the best checkpoint so far is calibrated."})
+    stop_at_step: int = field(default=0, metadata={
+        "help": "End training after this optimizer step (0 = run to max_steps), evaluated and checkpointed; "
+                "max_steps still sets the learning-rate schedule, so this replays the start of a longer run."})
     max_eval_pairs: int = field(default=600, metadata={
         "help": "Val pairs used for early stopping and the temperature fit (a seeded sample; 0 = all)."})
     torch_threads: int = field(default=0, metadata={
@@ -125,6 +128,9 @@ class HeadTrainingArguments(TrainingArguments):
         if not math.isfinite(self.max_train_seconds) or self.max_train_seconds < 0:
             raise ValueError(f"max_train_seconds={self.max_train_seconds} must be a finite number >= 0 (0 = no time "
                              "limit), e.g. 3600.")
+        if self.stop_at_step < 0 or (self.max_steps > 0 and self.stop_at_step > self.max_steps):
+            raise ValueError(f"stop_at_step={self.stop_at_step} must be 0 (off) or a step in 1..max_steps "
+                             f"(max_steps={self.max_steps}).")
         if self.lora_r < 1 or self.lora_alpha < 1:
             raise ValueError(f"lora_r={self.lora_r} and lora_alpha={self.lora_alpha} must be >= 1.")
         if any(layer < 0 for layer in self.lora_layers):
@@ -332,10 +338,13 @@ def train_head(mix: MixArguments, args: HeadTrainingArguments) -> TrainedHead:
           flush=True)
     callbacks: list[Any] = [EarlyStoppingCallback(early_stopping_patience=args.early_stopping_patience)]
     budget = TimeBudgetCallback(args.max_train_seconds) if args.max_train_seconds else None
+    if budget:
+        callbacks.append(budget)
+    if args.stop_at_step:
+        callbacks.append(StopAtStepCallback(args.stop_at_step))
     trainer = HeadTrainer(
         model=model, args=args, train_dataset=encoded["train"], eval_dataset=encoded["val"],
-        data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=_accuracy,
-        callbacks=callbacks + ([budget] if budget else []),
+        data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=_accuracy, callbacks=callbacks,
     )
     result = trainer.train()
     out = Path(args.output_dir)
@@ -349,6 +358,7 @@ def train_head(mix: MixArguments, args: HeadTrainingArguments) -> TrainedHead:
                           "bucket_batches": args.bucket_batches, "length_chunks": args.length_chunks,
                           "steps": result.global_step,
                           "stopped_by_time_budget": bool(budget and budget.stopped_at is not None),
+                          "stop_at_step": args.stop_at_step or None,
                           "best_step": int(best.rsplit("-", 1)[-1]) if best else None,
                           "train_seconds": round(time.time() - start, 1),
                           "splits": {k: {kk: vv for kk, vv in v.items() if kk != "chain_ids"}

@@ -33,7 +33,7 @@ from typing import Any, Sequence
 from .backbones.base import Backbone
 from .chain import Chain, ChainScores
 from .config import AresConfig
-from .io import atomic_open
+from .io import atomic_open, check_output_path
 from .scoring import METHODS, score_chains
 
 
@@ -195,7 +195,11 @@ def _load_data(path: str) -> Any:
     import datasets
 
     if Path(path).is_dir():
-        return datasets.load_from_disk(path)
+        try:
+            return datasets.load_from_disk(path)
+        except FileNotFoundError as err:
+            raise ValueError(f"--data {path!r} is a folder but not one written by Dataset.save_to_disk: pass that "
+                             "folder, or a .jsonl / .json file of chains.") from err
     if not Path(path).is_file():
         raise ValueError(f"--data {path!r} is neither a file nor a folder: pass a .jsonl file or a Dataset folder.")
     return datasets.load_dataset("json", data_files=path, split="train")
@@ -212,10 +216,29 @@ def _load(args: argparse.Namespace, device: Any) -> Backbone:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m ares_rerank.distributed`` (under ``accelerate launch`` for several processes)."""
-    from .commands import options
+    """Entry point of ``python -m ares_rerank.distributed`` (under ``accelerate launch`` for several processes): bad
+    input ends as one line on stderr and exit status 2, never a traceback (``ARES_DEBUG=1`` shows it)."""
+    from .cli import describe_error
 
     args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        print("ares_rerank.distributed: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:
+        if os.environ.get("ARES_DEBUG"):
+            raise
+        print(f"ares_rerank.distributed: error: {describe_error(err)}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .commands import options
+
+    options.positive(args.limit, "--limit")
+    options.positive(args.batch_size, "--batch-size")
+    check_output_path(args.output, inputs=[args.data])  # before any work, not after the last chain
     state = process_state()
     with state.main_process_first():  # the first process fills the datasets cache, the others read it
         dataset = _load_data(args.data)

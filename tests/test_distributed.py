@@ -111,3 +111,29 @@ def test_accelerate_launch_cpu_flag_runs_one_process_and_says_so(tmp_path):
     assert "started a single process" in done.stderr and "--multi_gpu" in done.stderr
     records = read_and_compare(tmp_path, rows, prior=0.95)
     assert {r["process"] for r in records} == {0}
+
+
+def test_command_line_bad_input_is_one_line_naming_the_flag(tmp_path, capsys):
+    from ares_rerank.distributed import main
+
+    data = tmp_path / "chains.jsonl"
+    chain = load_claimtrees(1, length=4)[0]
+    data.write_text(json.dumps({"base_claims": list(chain.base_claims), "steps": list(chain.steps)}) + "\n")
+    bad_step = tmp_path / "bad.jsonl"
+    bad_step.write_text(json.dumps({"base_claims": ["Rule: A -> B"], "steps": ["B follows, somehow"]}) + "\n")
+    (tmp_path / "not_a_dataset").mkdir()
+    base = ["--backbone", "claimtrees-oracle"]
+    cases = [
+        (["--data", str(data), "--output", str(tmp_path / "o.jsonl"), "--limit", "-1"], "--limit=-1 must be a positive"),
+        (["--data", str(tmp_path / "not_a_dataset"), "--output", str(tmp_path / "o.jsonl")],
+         "is a folder but not one written by Dataset.save_to_disk"),
+        (["--data", str(data), "--output", str(tmp_path)], "is a folder: name a file inside it"),
+        (["--data", str(bad_step), "--output", str(tmp_path / "o.jsonl")], "ClaimTreesOracle cannot parse"),
+    ]
+    for argv, message in cases:
+        assert main(argv + base) == 2
+        err = capsys.readouterr().err
+        assert "ares_rerank.distributed: error: " in err and message in err and "Traceback" not in err
+    assert not (tmp_path / "o.jsonl").exists()  # nothing written for a run that failed
+    assert main(["--data", str(data), "--output", str(tmp_path / "o.jsonl"), "--limit", "1"] + base) == 0
+    assert len((tmp_path / "o.jsonl").read_text().splitlines()) == 1

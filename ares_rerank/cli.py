@@ -12,10 +12,10 @@ import os
 import signal
 import sys
 import threading
-from typing import Sequence
+from typing import Callable, Sequence
 
 
-__all__ = ["main"]
+__all__ = ["main", "run_reporting_errors"]
 
 SUBCOMMANDS = ("score", "rank", "eval", "train", "calibrate")
 # third-party module -> the extra that installs it (named in the error when it is missing)
@@ -49,19 +49,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if previous == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run the way Ctrl-C does: files stay consistent
     try:
-        module = importlib.import_module(f"ares_rerank.commands.{args.command}")
-        return int(module.run(args) or 0)
+        return run_reporting_errors(
+            f"ares-rerank {args.command}",
+            lambda: importlib.import_module(f"ares_rerank.commands.{args.command}").run(args),
+        )
+    finally:
+        if previous == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def run_reporting_errors(prog: str, run: Callable[[], int | None]) -> int:
+    """``run()``'s exit status; an error ends as one line on stderr (``<prog>: error: ...``) and status 2, Ctrl-C as
+    status 130, never a traceback (``ARES_DEBUG=1`` shows it). Shared by every command-line entry point."""
+    try:
+        return int(run() or 0)
     except KeyboardInterrupt:
-        print(f"ares-rerank {args.command}: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return 130
     except Exception as err:  # bad input: say what and how to fix it, no traceback
         if os.environ.get("ARES_DEBUG"):
             raise
-        print(f"ares-rerank {args.command}: error: {describe_error(err)}", file=sys.stderr)
+        print(f"{prog}: error: {describe_error(err)}", file=sys.stderr)
         return 2
-    finally:
-        if previous == signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, previous)
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -218,19 +218,10 @@ def _load(args: argparse.Namespace, device: Any) -> Backbone:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m ares_rerank.distributed`` (under ``accelerate launch`` for several processes): bad
     input ends as one line on stderr and exit status 2, never a traceback (``ARES_DEBUG=1`` shows it)."""
-    from .cli import describe_error
+    from .cli import run_reporting_errors
 
     args = _parser().parse_args(argv)
-    try:
-        return _run(args)
-    except KeyboardInterrupt:
-        print("ares_rerank.distributed: interrupted", file=sys.stderr)
-        return 130
-    except Exception as err:
-        if os.environ.get("ARES_DEBUG"):
-            raise
-        print(f"ares_rerank.distributed: error: {describe_error(err)}", file=sys.stderr)
-        return 2
+    return run_reporting_errors("ares_rerank.distributed", lambda: _run(args))
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -305,12 +305,14 @@ class ChainScores:
         evaluations: Distinct backbone evaluations (premise set, step) spent on this chain.
         evaluations_per_step: The same, per step.
         method: ``"ares"`` or a baseline name.
-        mode: ``"exact"``, ``"sample"`` (ARES) or ``"direct"`` (baselines: one deterministic score per step).
-        eps, delta: The Hoeffding guarantee of sample mode: with probability >= 1 - delta every ``|tau_k - true|
-            <= eps``. ``None`` when not sampled.
-        num_samples: N, the number of i.i.d. trajectories (sample mode), else ``None``.
-        error_bounds: A hard bound on ``|tau_k - true tau_k|`` per step from mask pruning (exact mode); ``0`` when
-            nothing was pruned. ``None`` in sample mode (see eps / delta) and for baselines.
+        mode: ``"exact"``, ``"sample"``, ``"stratified"`` (ARES: auto mode's exact masks plus a sampled tail) or
+            ``"direct"`` (baselines: one deterministic score per step).
+        eps, delta: The Hoeffding guarantee of sample and stratified mode: with probability >= 1 - delta every
+            ``|tau_k - true| <= eps``. ``None`` when nothing was sampled.
+        num_samples: The number of i.i.d. trajectories: N (sample mode) or the tail's (stratified), else ``None``.
+        error_bounds: Per step, a bound on ``|tau_k - true tau_k|``: hard (exact mode; ``0`` when nothing was
+            pruned), or holding with the probability above (stratified, each <= eps). ``None`` in sample mode (see
+            eps / delta) and for baselines.
         chain_id: The chain's id, if it had one.
     """
 

@@ -84,12 +84,16 @@ def benchmark(
 
 
 def certificate(scores: Sequence[Any]) -> dict[str, Any]:
-    """What ARES guaranteed on these chains: chains per mode, the largest hard bound (exact), eps / delta (sample)."""
+    """What ARES guaranteed on these chains: chains per mode, the largest hard bound (exact), the tail trajectories
+    (stratified), eps / delta (sample and stratified)."""
     exact = [s for s in scores if s.mode == "exact"]
-    sampled = [s for s in scores if s.mode == "sample"]
+    tails = [s for s in scores if s.mode == "stratified"]
+    sampled = [s for s in scores if s.mode in ("sample", "stratified")]
     return {
-        "exact_chains": len(exact), "sample_chains": len(sampled),
+        "exact_chains": len(exact), "stratified_chains": len(tails),
+        "sample_chains": len(sampled) - len(tails),
         "max_exact_bound": max((max(s.error_bounds, default=0.0) for s in exact), default=None),
+        "tail_trajectories": sum(s.num_samples for s in tails),
         "eps": sampled[0].eps if sampled else None, "delta": sampled[0].delta if sampled else None,
     }
 
@@ -99,6 +103,10 @@ def certificate_text(cert: dict[str, Any]) -> str:
     if cert["exact_chains"]:
         parts.append(f"{cert['exact_chains']} chains exact, every step within a hard bound of "
                      f"{cert['max_exact_bound']:.3g}")
+    if cert.get("stratified_chains"):
+        parts.append(f"{cert['stratified_chains']} chains exact with a sampled tail ({cert['tail_trajectories']} "
+                     f"trajectories in all), every step within eps = {cert['eps']} with probability >= 1 - delta = "
+                     f"{1 - cert['delta']:.3g}")
     if cert["sample_chains"]:
         parts.append(f"{cert['sample_chains']} chains sampled, every step within eps = {cert['eps']} with probability "
                      f">= 1 - delta = {1 - cert['delta']:.3g}")

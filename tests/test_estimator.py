@@ -116,14 +116,44 @@ def test_duplicate_chains_share_backbone_pairs():
     assert backbone.pairs == scores[0].evaluations  # texts asked once, though each chain reports its own count
 
 
-def test_auto_mode_falls_back_to_sampling_when_budget_too_small():
+def test_auto_mode_on_an_uncertain_chain_samples_a_tail_not_the_whole_chain():
     rng = random.Random(5)
     chain = random_chain(rng, n=0, m=8)
     backbone = HashBackbone(lo=0.3, hi=0.7)  # uncertain: masks double every step
     (auto,) = score_chains([chain], backbone, config=AresConfig(mode="auto", max_masks=4))
-    assert auto.mode == "sample" and auto.num_samples == sample_size(8)
+    assert auto.mode == "stratified" and auto.num_samples < sample_size(8)
     (confident,) = score_chains([chain], FunctionBackbone(lambda p, h: [1.0] * len(h)), config=AresConfig())
     assert confident.mode == "exact" and confident.step_scores == [1.0] * 8 and confident.evaluations == 8
+    # a tail larger than max_samples goes to sample mode, whose bound names the fix
+    with pytest.raises(ValueError, match=r"auto mode fell back to sampling.*max_samples=20"):
+        score_chains([chain], backbone, config=AresConfig(mode="auto", max_masks=4, max_samples=20))
+
+
+def test_auto_mode_samples_only_the_masks_it_dropped():
+    """A chain whose masks outgrow max_masks: auto mode keeps the heaviest exactly and samples the dropped ones (the
+    tail), with fewer trajectories and backbone pairs than sample mode, and its certificate holds."""
+    rng = random.Random(3)
+    chain = random_chain(rng, n=0, m=8)
+    backbone = HashBackbone(lo=0.02, hi=0.3, salt="tail")  # mostly rejected steps: the light masks are a small tail
+    truth = brute_force_tau(chain, backbone, [])
+    (tail,) = score_chains([chain], backbone, config=AresConfig(max_masks=4))
+    (full,) = score_chains([chain], HashBackbone(lo=0.02, hi=0.3, salt="tail"), config=AresConfig(mode="sample"))
+    assert tail.mode == "stratified" and tail.eps == 0.1 and tail.delta == 0.1
+    assert 1 <= tail.num_samples < full.num_samples == sample_size(8)
+    assert tail.evaluations < full.evaluations
+    assert len(tail.error_bounds) == 8 and max(tail.error_bounds) <= 0.1 + 1e-12
+    assert all(abs(t - true) <= b + 1e-12 for t, true, b in zip(tail.step_scores, truth, tail.error_bounds))
+    # seeded by the chain's text: the same alone or in a batch
+    batch = score_chains([random_chain(rng, n=0, m=5), chain], backbone, config=AresConfig(max_masks=4))
+    assert batch[1].step_scores == tail.step_scores
+    (again,) = score_chains([chain], backbone, config=AresConfig(max_masks=4))
+    assert again.step_scores == tail.step_scores and again.evaluations_per_step == tail.evaluations_per_step
+    # exact mode never samples: the same masks dropped give a hard bound, whatever it costs the certificate
+    (exact,) = score_chains([chain], backbone, config=AresConfig(mode="exact", max_masks=4))
+    assert exact.mode == "exact" and exact.num_samples is None and exact.eps is None
+    assert max(exact.error_bounds) > 0.1
+    assert AresConfig().prune_budget == 0.2 and AresConfig(mode="exact").prune_budget == 0.1
+    assert AresConfig(prune_mass=0.5).prune_budget == 0.2  # never more than 2 eps in auto mode
 
 
 @pytest.mark.parametrize(

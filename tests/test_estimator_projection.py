@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from ares_rerank import AresConfig, Chain, FunctionBackbone, score_chains
+from ares_rerank import AresConfig, Chain, FunctionBackbone, sample_size, score_chains
 from ares_rerank.backbones.selection import RelevantPremises, SelectingBackbone, relevance_scores
 from ares_rerank.data.claimtrees import load_claimtrees
 from helpers import HashBackbone, brute_force_tau
@@ -80,14 +80,14 @@ def test_projection_asks_each_selected_premise_set_once():
 
 
 def test_exact_mode_merges_masks_with_the_same_future():
-    """Prior 1, an uncertain backbone and 30-state chains: without merging exact mode needs 2^k masks and falls back
-    to sampling; with the plan it stays exact with a bound within eps."""
+    """Prior 1, an uncertain backbone and 30-state chains: without merging exact mode needs 2^k masks and auto mode
+    samples; with the plan it stays exact with a bound within eps."""
     chains = load_claimtrees(3, length=30)
     backbone = SelectingBackbone(FunctionBackbone(lambda p, h: [0.8 if len(ps) >= 2 else 0.3 for ps in p]), "relevant")
     out = score_chains(chains, backbone, config=AresConfig(max_masks=256, prune_mass=0.0))
     assert all(s.mode == "exact" and max(s.error_bounds) == 0.0 for s in out)
     unplanned = score_chains(chains, FunctionBackbone(backbone.entailment_probs), config=AresConfig(max_masks=256))
-    assert all(s.mode == "sample" for s in unplanned)
+    assert all(s.mode != "exact" for s in unplanned)  # sampled: the tail of what the masks could not hold
 
 
 def test_budgeted_pruning_spends_at_most_the_budget_and_bounds_the_truth():
@@ -148,7 +148,7 @@ def test_coverage_of_every_mode(mode, coverage_cases):
     eps, delta = 0.1, 0.1
     within, modes = 0, set()
     for seed, (chain, backbone, truth) in enumerate(coverage_cases):
-        # odd seeds of auto get a mask budget too small for exact mode, so its fall-back to sampling is covered too
+        # odd seeds of auto get a mask budget too small for exact mode, so its sampled tail is covered too
         config = AresConfig(mode=mode, prior=0.8, eps=eps, delta=delta, seed=seed,
                             max_masks=2 if mode == "auto" and seed % 2 else 64)
         (scores,) = score_chains([chain], backbone, config=config)
@@ -162,4 +162,26 @@ def test_coverage_of_every_mode(mode, coverage_cases):
     print(f"coverage {mode} ({sorted(modes)}): {within}/{len(coverage_cases)} runs with every step within eps = "
           f"{share:.3f} (need >= {1 - delta})")
     assert len(coverage_cases) >= 500 and share >= 1 - delta
-    assert modes == ({"exact", "sample"} if mode == "auto" else {mode})
+    assert modes == ({"exact", "stratified"} if mode == "auto" else {mode})
+
+
+def test_coverage_of_auto_modes_sampled_tail(coverage_cases):
+    """Auto mode's exact pass with a sampled tail ("stratified"): >= 500 seeded runs, each step within eps and within
+    its reported bound in >= 1 - delta of them (the bounds hold with probability >= 1 - delta, not surely)."""
+    eps, delta = 0.1, 0.1
+    runs = within = bounded = 0
+    for seed, (chain, backbone, truth) in enumerate(coverage_cases):
+        for max_masks in (1, 2):  # too few masks for the exact pass alone: the rest of the mass is sampled
+            config = AresConfig(prior=0.8, eps=eps, delta=delta, seed=seed, max_masks=max_masks)
+            (scores,) = score_chains([chain], backbone, config=config)
+            if scores.mode != "stratified":
+                continue
+            assert scores.eps == eps and scores.delta == delta and 1 <= scores.num_samples < sample_size(4)
+            assert max(scores.error_bounds) <= eps + 1e-12
+            runs += 1
+            within += all(abs(t - true) <= eps for t, true in zip(scores.step_scores, truth))
+            bounded += all(abs(t - true) <= b + 1e-12 for t, true, b in zip(scores.step_scores, truth,
+                                                                            scores.error_bounds))
+    print(f"coverage auto, sampled tail: {within}/{runs} runs with every step within eps = {within / runs:.3f}, "
+          f"{bounded}/{runs} within their bounds = {bounded / runs:.3f} (need >= {1 - delta})")
+    assert runs >= 500 and within / runs >= 1 - delta and bounded / runs >= 1 - delta

@@ -206,7 +206,7 @@ def test_bench_perf_counts_behind_the_selection_and_prints_the_certificate():
     assert ares["pairs"] == inner.pairs  # counted where the oracle receives them, after selection
     assert ares["pairs_per_budget"] < 0.028  # half the authors' .056 at L = 10
     cert = ares["certificate"]
-    assert cert["exact_chains"] + cert["sample_chains"] == 5
+    assert cert["exact_chains"] + cert["stratified_chains"] + cert["sample_chains"] == 5
     assert "ARES certificate" in perf_markdown(result)
 
 

@@ -111,7 +111,7 @@ def summarize(task: TaskData, method: str, scores: list[ChainScores], twin_score
         out["best_of_2"] = {"step_avg": best_of_2(sound, steps, "mean"), "final_step": best_of_2(sound, steps, "final")}
     if method == "ares":
         out["efficiency"] = sample_efficiency(scores, config.eps, config.delta)
-        out["modes"] = {m: sum(s.mode == m for s in scores) for m in ("exact", "sample")}
+        out["modes"] = {m: sum(s.mode == m for s in scores) for m in ("exact", "stratified", "sample")}
     return out
 
 

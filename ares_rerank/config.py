@@ -58,13 +58,14 @@ class AresConfig:
                                                         "budget sampled; else sample).",
                                                 "choices": ["auto", "exact", "sample"]})
     seed: int = field(default=0, metadata={"help": "Seed of the trajectory sampler (same seed, same scores)."})
-    max_masks: int = field(
-        default=16,
-        metadata={"help": "Exact mode: at most this many distinct backbone inputs per chain and step (the lightest "
-                          "beyond it are dropped into the bound), and at most 16x as many masks. In auto mode the "
-                          "masks beyond it are sampled instead (a tail of trajectories; the chain's mode reads "
-                          "'stratified'), unless that tail would need as many trajectories as sample mode. In exact "
-                          "mode a larger value keeps more masks and so a tighter bound on long uncertain chains."},
+    max_masks: int | None = field(
+        default=None,
+        metadata={"help": "At most this many distinct backbone inputs per chain and step in the exact pass (the "
+                          "lightest beyond it are dropped), and at most 16x as many masks; default 16 in exact mode, "
+                          "8 in auto mode. Exact mode bounds what it drops (a larger value: a tighter bound on long "
+                          "uncertain chains); auto mode samples it (a tail of trajectories, the chain's mode then "
+                          "reads 'stratified'): with the default head, 8 asked 7% fewer pairs than 16 on 20 PRMBench "
+                          "chains, 5% fewer on 20 BIG-Bench Mistake chains, the same on ClaimTrees."},
     )
     prune_mass: float | None = field(
         default=None,
@@ -105,10 +106,11 @@ class AresConfig:
         if self.mode not in _MODES:
             raise ValueError(f"AresConfig(mode={self.mode!r}) is not one of {_MODES}.")
         masks = self.max_masks
-        if not _is_int(masks) or not 1 <= masks <= MAX_MASKS:
+        if masks is not None and (not _is_int(masks) or not 1 <= masks <= MAX_MASKS):
             raise ValueError(
                 f"AresConfig(max_masks={self.max_masks!r}) must be an integer in [1, {MAX_MASKS}], e.g. 16 (exact mode "
-                f"holds up to 16 x max_masks masks of a chain; beyond that, use mode='sample')."
+                f"holds up to 16 x max_masks masks of a chain; beyond that, use mode='sample'), or None for the mode's "
+                "default."
             )
         if self.prune_mass is not None and (not _is_number(self.prune_mass) or not 0.0 <= self.prune_mass < 1.0):
             raise ValueError(
@@ -127,8 +129,10 @@ class AresConfig:
         # numpy scalars pass the checks above; store plain Python numbers (cache keys and JSON records read them)
         for name in ("eps", "delta", "prior", "threshold"):
             setattr(self, name, float(getattr(self, name)))
-        for name in ("seed", "max_masks", "max_samples"):
+        for name in ("seed", "max_samples"):
             setattr(self, name, int(getattr(self, name)))
+        if self.max_masks is not None:
+            self.max_masks = int(self.max_masks)
         if self.prune_mass is not None:
             self.prune_mass = float(self.prune_mass)
         if self.base_priors is not None:
@@ -152,6 +156,14 @@ class AresConfig:
             object.__setattr__(self, name, old)
             object.__setattr__(self, "_checked", True)
             raise
+
+    @property
+    def mask_budget(self) -> int:
+        """Distinct inputs the exact pass asks per chain and step: ``max_masks``, else 16 in exact mode (what it
+        drops is bounded, so more masks is a tighter bound) and 8 in auto mode (what it drops is sampled)."""
+        if self.max_masks is not None:
+            return self.max_masks
+        return 8 if self.mode == "auto" else 16
 
     @property
     def prune_budget(self) -> float:

@@ -16,7 +16,7 @@ trajectory still draws its own Bernoulli, so trajectories stay i.i.d. and the gu
 ``mask+[1]`` with ``w*q`` and ``mask+[0]`` with ``w*(1-q)``); ``tau_k = sum w*q``. It spends an error budget instead
 of the backbone: before each step it may leave the lightest groups of masks unevaluated (and drop them) while their
 total probability mass D stays within ``prune_mass`` (default ``eps``), and it asks at most ``max_masks`` distinct
-inputs per step (the lightest beyond that are dropped too).
+inputs per step (default 16; the lightest beyond that are dropped too).
 The true ``tau_k`` lies in ``[S, S + D]`` with S the sum over kept masks. We report the point of that interval nearest
 the kept masks' mean ``S / (1 - D)`` whose worst-case error stays within ``max(eps, D / 2)``, and that error as the hard
 bound: while ``D <= eps`` (the default budget) the point is the mean itself, bound ``D * max(mean, 1 - mean) <= eps``;
@@ -25,8 +25,8 @@ the midpoint in practice (the dropped masks are light variants of the kept ones)
 macro-F1 0.782 with the default budget eps (1,515 encoder pairs), 0.765 with ``prune_mass = 2 * eps`` (1,361), 0.760
 for the plain midpoint at 2 * eps, 0.818 unpruned (1,700).
 
-**Auto mode** (the default) runs exact with a hard budget of ``2 * eps`` (bound eps) and samples what its masks
-cannot hold. Every mask it drops is kept, weighted, with the step it left at. If none had to go beyond the budget
+**Auto mode** (the default) runs exact with a hard budget of ``2 * eps`` (bound eps) and ``max_masks`` 8, and samples
+what its masks cannot hold. Every mask it drops is kept, weighted, with the step it left at. If none had to go beyond the budget
 (``max_masks`` never overflowed), the hard bound holds and the chain's mode is ``"exact"``. Otherwise all the dropped
 masks, of mass T, become a *tail* (mode ``"stratified"``): n trajectories are drawn i.i.d. from them (a mask by
 weight) and go on as sample mode's do from the step their mask left. With Y a tail trajectory's value at step k (0
@@ -83,7 +83,8 @@ __all__ = [
 #: 4: exact mode reports the point nearest the mean within max(eps, D / 2); auto falls back only beyond that.
 #: 5: ``relevant`` is symbols-only again when the hypothesis has any symbol (revision 3's rule is ``relevant-words``).
 #: (A new default, such as ``max_masks`` 64 -> 16, needs no bump: the score caches key on every setting.)
-#: 6: auto mode samples the masks beyond max_masks (a tail) instead of restarting as sample mode; hard budget 1.5 eps.
+#: 6: auto mode samples the masks it drops (a tail) once max_masks overflows, instead of restarting as sample mode;
+#: its hard budget is 2 eps.
 ESTIMATOR_REVISION = 6
 
 
@@ -102,7 +103,7 @@ class _Run:
         self.evals = [0] * m
         self.plans = [planner(chain.claims[: n + k], chain.steps[k]) for k in range(m)] if planner else [None] * m
         self.uses_count = any(plan is not None and plan.uses_count for plan in self.plans)
-        self.max_rows = 16 * config.max_masks  # masks that merge by their future can outnumber distinct inputs
+        self.max_rows = 16 * config.mask_budget  # masks that merge by their future can outnumber distinct inputs
         # future[k]: the claims whose acceptance can change what some step >= k reads (all, without plans)
         self.future = np.ones((m + 1, n + m), dtype=bool)
         if planner:
@@ -219,7 +220,7 @@ class _Run:
         need = [g for g, chosen in enumerate(self.selected) if (self.k, chosen) not in self.memo]
         budget = self.config.prune_budget  # spent greedily from the first step: measured cheaper than any schedule
         order = sorted(need, key=lambda g: (group_weights[g], g))
-        over = max(0, len(self.selected) - self.config.max_masks)
+        over = max(0, len(self.selected) - self.config.mask_budget)
         drop, beyond = [], False
         for g in order:
             within = self.dropped + group_weights[g] <= budget
@@ -333,7 +334,7 @@ class _Run:
         half = math.sqrt(log_union(self.chain.num_steps, cfg.delta) / (2.0 * self.tail_n))
         self.scores, self.bounds = [], []
         for k, (kept_sum, before) in enumerate(self.steps_seen):
-            mean = self.tail_sums[k] / self.tail_n
+            mean = float(self.tail_sums[k]) / self.tail_n
             low = kept_sum + total_tail * max(0.0, mean - half)
             high = kept_sum + min(total_tail * (mean + half), before)
             estimate = min(1.0, max(0.0, kept_sum + total_tail * mean))

@@ -128,7 +128,7 @@ def test_config_is_accepted_or_refused_by_name_and_scores_stay_in_range(kwargs, 
     event(f"scored ({config.mode})")
     for chain, result in zip(chains, results, strict=True):
         _assert_scores(result.step_scores, chain.num_steps)
-        assert result.mode in ("exact", "sample")
+        assert result.mode in ("exact", "stratified", "sample")
         assert all(math.isfinite(b) and b >= 0 for b in result.error_bounds or [])
 
 

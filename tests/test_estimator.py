@@ -116,12 +116,12 @@ def test_duplicate_chains_share_backbone_pairs():
     assert backbone.pairs == scores[0].evaluations  # texts asked once, though each chain reports its own count
 
 
-def test_auto_mode_on_an_uncertain_chain_samples_a_tail_not_the_whole_chain():
+def test_auto_mode_samples_from_the_start_when_its_tail_would_be_large():
     rng = random.Random(5)
     chain = random_chain(rng, n=0, m=8)
-    backbone = HashBackbone(lo=0.3, hi=0.7)  # uncertain: masks double every step
+    backbone = HashBackbone(lo=0.3, hi=0.7)  # uncertain: masks double every step, most of the mass is dropped
     (auto,) = score_chains([chain], backbone, config=AresConfig(mode="auto", max_masks=4))
-    assert auto.mode == "stratified" and auto.num_samples < sample_size(8)
+    assert auto.mode == "sample" and auto.num_samples == sample_size(8)
     (confident,) = score_chains([chain], FunctionBackbone(lambda p, h: [1.0] * len(h)), config=AresConfig())
     assert confident.mode == "exact" and confident.step_scores == [1.0] * 8 and confident.evaluations == 8
     # a tail larger than max_samples goes to sample mode, whose bound names the fix

@@ -178,7 +178,8 @@ class _Run:
     # -- exact mode -------------------------------------------------------------------------------------------
     def _start_exact(self) -> None:
         self.k, self.scores, self.bounds, self.dropped = 0, [], [], 0.0
-        self.parts: list[tuple[int, np.ndarray, np.ndarray]] = []  # auto mode's dropped masks: (step, masks, weights)
+        self.parts: list[tuple[int, np.ndarray, np.ndarray]] | None = []  # auto mode's dropped masks: (step, masks,
+        # weights), at most 16 x max_masks x steps of them (None beyond)
         self.tail_rows = 0
         self.steps_seen: list[tuple[float, float]] = []  # per step: (kept masks' sum, mass dropped before it)
         self.tail_cap = self._tail_cap() if self.config.mode == "auto" else 0
@@ -238,9 +239,12 @@ class _Run:
         mode bounds it (hard). Auto mode keeps the masks: while the dropped mass stays within 2 eps the hard bound
         holds (within eps) as in exact mode; beyond, all of them become the tail, sampled once the exact pass ends
         (for a tail count, sampling all the dropped mass beats bounding part of it once it exceeds 2 eps)."""
-        if self.config.mode == "auto":
-            self.parts.append((step, rows, weights))
+        if self.config.mode == "auto" and self.parts is not None:
             self.tail_rows += len(rows)
+            if self.tail_rows > self.max_rows * self.chain.num_steps:
+                self.parts = None  # more masks than a tail is for: a chain that needs one is sampled from the start
+            else:
+                self.parts.append((step, rows, weights))
 
     def _tail_cap(self) -> float:
         """The most trajectories a tail may have: a quarter of sample mode's N (beyond, restarting as sample mode with
@@ -258,7 +262,7 @@ class _Run:
         ``n`` with ``dropped * sqrt(ln(2m / delta) / (2n)) <= eps``; ``inf`` when its kept masks outgrow their bound."""
         if self.config.mode != "auto" or self.dropped <= 2.0 * self.config.eps:
             return 0
-        if self.tail_rows > self.max_rows * self.chain.num_steps:
+        if self.parts is None:
             return math.inf
         return math.ceil(log_union(self.chain.num_steps, self.config.delta) / 2.0 * (self.dropped / self.config.eps) ** 2)
 
@@ -305,11 +309,11 @@ class _Run:
         elif self.done and not self.sample and self.tail_size():
             self.start_sampling() if self.tail_size() > self.tail_cap else self._start_tail()
 
-    # -- auto mode's tail: the masks beyond the budget, sampled ---------------------------------------------------
+    # -- auto mode's tail: the masks the exact pass dropped, sampled ---------------------------------------------
     def _start_tail(self) -> None:
-        """Draw the tail's trajectories i.i.d. from the masks that left the exact pass beyond its budget (a part with
-        probability its mass, a mask within it by weight); each joins at the step its mask left and goes on as a
-        trajectory of sample mode. Seeded by the chain's text, like sample mode."""
+        """Draw the tail's trajectories i.i.d. from every mask the exact pass dropped (a part with probability its
+        mass, a mask within it by weight); each joins at the step its mask left and goes on as a trajectory of sample
+        mode. Seeded by the chain's text, like sample mode."""
         n = self.tail_size()
         self.rng = np.random.default_rng([self.config.seed, int(self.chain.fingerprint()[:15], 16), 1])
         masses = np.array([w.sum() for _, _, w in self.parts])
@@ -333,8 +337,8 @@ class _Run:
         self.scores, self.bounds = [], []
         for k, (kept_sum, before) in enumerate(self.steps_seen):
             mean = float(self.tail_sums[k]) / self.tail_n
-            low = kept_sum + total_tail * max(0.0, mean - half)
             high = kept_sum + min(total_tail * (mean + half), before)
+            low = min(kept_sum + total_tail * max(0.0, mean - half), high)  # crossed only where Hoeffding failed
             estimate = min(1.0, max(0.0, kept_sum + total_tail * mean))
             point, bound = _certified(low, high, estimate, cfg.eps)
             self.scores.append(point)

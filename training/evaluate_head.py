@@ -11,8 +11,8 @@ CaptainCookRecipes sets use the spec's entries: ``recipes`` the first n of them 
 training graphs included), ``recipes-heldout`` the entries among the first 100 whose graph is one of
 :data:`~ares_rerank.training.mix.HELDOUT_RECIPES` (graphs the mix never uses). Macro-F1 follows the spec's protocol
 (:func:`ares_rerank.evaluation.protocol.cross_validate`: 5-fold CV threshold over chains) and is also reported at the
-fixed threshold 0.5 (``f1_at_0.5``). ARES runs with ``prior=1.0`` in ``auto`` mode (exact, falling back to sampling
-when pruning would exceed eps). The head's window policy statistics are reported per set.
+fixed threshold 0.5 (``f1_at_0.5``). ARES runs with ``prior=1.0`` in ``auto`` mode (exact, sampling the masks it
+drops once they pass 2 eps of mass). The head's window policy statistics are reported per set.
 """
 
 from __future__ import annotations

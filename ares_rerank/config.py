@@ -54,8 +54,8 @@ class AresConfig:
         default=None,
         metadata={"help": "One prior per base claim, overriding prior (every chain scored must have that many)."},
     )
-    mode: str = field(default="auto", metadata={"help": "'exact', 'sample', or 'auto' (exact, the masks beyond its "
-                                                        "budget sampled; else sample).",
+    mode: str = field(default="auto", metadata={"help": "'exact', 'sample', or 'auto' (exact; what it drops is "
+                                                        "sampled once it passes 2*eps of mass; else sample).",
                                                 "choices": ["auto", "exact", "sample"]})
     seed: int = field(default=0, metadata={"help": "Seed of the trajectory sampler (same seed, same scores)."})
     max_masks: int | None = field(
@@ -63,8 +63,8 @@ class AresConfig:
         metadata={"help": "At most this many distinct backbone inputs per chain and step in the exact pass (the "
                           "lightest beyond it are dropped), and at most 16x as many masks; default 16 in exact mode, "
                           "8 in auto mode. Exact mode bounds what it drops (a larger value: a tighter bound on long "
-                          "uncertain chains); auto mode samples it (a tail of trajectories, the chain's mode then "
-                          "reads 'stratified'): with the default head, 8 asked 7% fewer pairs than 16 on 20 PRMBench "
+                          "uncertain chains); auto mode samples it once it passes 2*eps of mass (a tail of trajectories, "
+                          "the chain's mode then reads 'stratified'): with the default head, 8 asked 7% fewer pairs than 16 on 20 PRMBench "
                           "chains, 5% fewer on 20 BIG-Bench Mistake chains, the same on ClaimTrees (the rule oracle "
                           "at prior 0.95 on ClaimTrees-20: 21% more)."},
     )
@@ -169,8 +169,8 @@ class AresConfig:
     @property
     def prune_budget(self) -> float:
         """The mass the exact pass may leave unevaluated under a hard bound: ``prune_mass``, else ``eps`` (bound
-        ``eps``); in auto mode ``2 * eps`` by default and never more (bound ``eps``; the masks beyond it and beyond
-        ``max_masks`` are sampled instead)."""
+        ``eps``); in auto mode ``2 * eps`` by default and never more (bound ``eps``; once ``max_masks`` pushes the
+        dropped mass past it, every dropped mask is sampled instead)."""
         if self.mode != "auto":
             return self.eps if self.prune_mass is None else float(self.prune_mass)
         return 2.0 * self.eps if self.prune_mass is None else min(float(self.prune_mass), 2.0 * self.eps)

@@ -82,8 +82,8 @@ __all__ = [
 #: 4: exact mode reports the point nearest the mean within max(eps, D / 2); auto falls back only beyond that.
 #: 5: ``relevant`` is symbols-only again when the hypothesis has any symbol (revision 3's rule is ``relevant-words``).
 #: (A new default, such as ``max_masks`` 64 -> 16, needs no bump: the score caches key on every setting.)
-#: 6: auto mode samples the masks it drops (a tail) once max_masks overflows, instead of restarting as sample mode;
-#: its hard budget is 2 eps.
+#: 6: auto mode's hard budget is 2 eps, and once max_masks pushes the dropped mass past it, auto mode samples the
+#: dropped masks (a tail) instead of restarting as sample mode.
 ESTIMATOR_REVISION = 6
 
 
@@ -162,8 +162,9 @@ class _Run:
         return np.array([self.memo[(self.k, chosen)] for chosen in self.selected])[self.inverse]
 
     def prepare(self) -> None:
-        """Group the current step's masks into backbone inputs; in exact mode prune them, and in auto mode restart as
-        i.i.d. sampling (memo kept) when the tail the pruned masks leave would need more trajectories than that."""
+        """Group the current step's masks into backbone inputs (only the tail trajectories that have joined, in the
+        tail); in exact mode prune them, and in auto mode restart as i.i.d. sampling (memo kept) as soon as the tail
+        of the pruned masks would need more than ``tail_cap`` trajectories."""
         if self.tail is not None:
             self.group(self.rows[self.tail <= self.k])
             return
@@ -272,8 +273,7 @@ class _Run:
         self.sample, self.k, self.scores, self.bounds = True, 0, [], []
         chain = self.chain
         self.n_samples = check_sample_size(chain.num_steps, self.config, chain)  # bounded before any allocation
-        # Seeded by the chain's text, so a chain gets the same scores alone or in any batch.
-        self.rng = np.random.default_rng([self.config.seed, int(chain.fingerprint()[:15], 16)])
+        self.rng = self._seeded_rng()
         self.rows = np.zeros((self.n_samples, chain.num_base + chain.num_steps), dtype=bool)
         self.rows[:, : chain.num_base] = self.rng.random((self.n_samples, chain.num_base)) < self.priors
 
@@ -306,16 +306,20 @@ class _Run:
         self.k += 1
         if self.done and self.tail is not None:
             self._finish_tail()
-        elif self.done and not self.sample and self.tail_size():
-            self.start_sampling() if self.tail_size() > self.tail_cap else self._start_tail()
+        elif self.done and not self.sample and (n := self.tail_size()):
+            self.start_sampling() if n > self.tail_cap else self._start_tail(n)
 
     # -- auto mode's tail: the masks the exact pass dropped, sampled ---------------------------------------------
-    def _start_tail(self) -> None:
+    def _seeded_rng(self, *stream: int) -> np.random.Generator:
+        """The chain's generator: seeded by ``seed`` and the chain's text, so a chain gets the same scores alone or in
+        any batch; ``stream`` tells apart sample mode's draws (none) and the tail's (1)."""
+        return np.random.default_rng([self.config.seed, int(self.chain.fingerprint()[:15], 16), *stream])
+
+    def _start_tail(self, n: int) -> None:
         """Draw the tail's trajectories i.i.d. from every mask the exact pass dropped (a part with probability its
         mass, a mask within it by weight); each joins at the step its mask left and goes on as a trajectory of sample
-        mode. Seeded by the chain's text, like sample mode."""
-        n = self.tail_size()
-        self.rng = np.random.default_rng([self.config.seed, int(self.chain.fingerprint()[:15], 16), 1])
+        mode. ``n``: :meth:`tail_size`."""
+        self.rng = self._seeded_rng(1)
         masses = np.array([w.sum() for _, _, w in self.parts])
         counts = self.rng.multinomial(n, masses / masses.sum())
         rows, starts = [], []

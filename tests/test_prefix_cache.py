@@ -112,6 +112,18 @@ def test_plan_batches_keeps_heads_together_and_still_fills_batches():
     assert plan_batches([], batch_size=4) == []
 
 
+def test_plan_batches_without_heads_cuts_where_padding_costs_more_than_a_call():
+    lengths = [400] * 3 + [20] * 10 + [200] * 3  # one ARES wave: premise subsets of very different lengths
+    rows = [[7] * n for n in lengths]
+    batches = plan_batches(rows, batch_size=16, shared_heads=False)
+    assert sorted(i for b in batches for i in b) == list(range(16)) and all(len(b) <= 16 for b in batches)
+    widths = [sorted({lengths[i] for i in b}) for b in batches]
+    assert widths == [[20], [200], [400]]  # the short ones are not padded to 400 (a fixed chunk of 16 would)
+    same = plan_batches([[7] * 50] * 20, batch_size=8, shared_heads=False)
+    assert len(same) == 3 and all(len(b) <= 8 for b in same)  # equal lengths: as few calls as batch_size allows
+    assert plan_batches([], batch_size=4, shared_heads=False) == []
+
+
 def test_shared_prefix_length_leaves_every_row_a_token():
     assert shared_prefix_length([[1, 2, 3]]) == 0
     assert shared_prefix_length([[1, 2, 3], [1, 2, 3]]) == 2

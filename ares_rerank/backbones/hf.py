@@ -11,7 +11,8 @@ Every backbone here follows one path per ``entailment_probs`` call:
    and the drop is counted in :attr:`HFBackbone.stats`; a hypothesis that alone exceeds the window is an error
    (:class:`~ares_rerank.backbones.window.TokenWindow`, whose :meth:`fit_window` subclasses call);
 4. **length-sorted batches with dynamic padding** (each batch padded to its own longest item), one forward pass per
-   batch under ``torch.inference_mode``;
+   batch under ``torch.inference_mode``; a wave is cut into batches where padding would cost more positions than a
+   model call (:func:`~ares_rerank.backbones.prefix.plan_batches`), not every ``batch_size`` items;
 5. **shared-prefix reuse** (``prefix_cache``, on by default for causal decoders): the inputs of one ARES step share a
    long head (chat template, system prompt, the question, often earlier steps). Items are then batched in token-id
    order (neighbours share the longest heads; :mod:`~ares_rerank.backbones.prefix` cuts a batch where a new head
@@ -283,9 +284,9 @@ class HFBackbone(TokenWindow):
     def score_encoded(self, items: Sequence[dict[str, Any]]) -> list[Any]:
         """Score encoded items in batches of at most ``batch_size``, each padded to its own longest item.
 
-        Batches are length-sorted; with ``prefix_cache`` on, they follow token-id order instead, cut where a new
-        shared head starts (:func:`plan_batches`). No cache: every item goes through the model (counted in
-        ``stats``).
+        Batches are length-sorted and cut where padding would cost more than a model call; with ``prefix_cache`` on,
+        they follow token-id order instead, cut where a new shared head starts (:func:`plan_batches`, both). No
+        cache: every item goes through the model (counted in ``stats``).
 
         Args:
             items: Encoded items (from :meth:`encode_pair`).
@@ -295,11 +296,7 @@ class HFBackbone(TokenWindow):
         """
         import torch
 
-        if self.prefix_cache:
-            batches = plan_batches([item["input_ids"] for item in items], self.batch_size)
-        else:
-            order = sorted(range(len(items)), key=lambda i: len(items[i]["input_ids"]))
-            batches = [order[start : start + self.batch_size] for start in range(0, len(order), self.batch_size)]
+        batches = plan_batches([item["input_ids"] for item in items], self.batch_size, shared_heads=self.prefix_cache)
         out: list[Any] = [None] * len(items)
         with torch.inference_mode():
             for chunk in batches:

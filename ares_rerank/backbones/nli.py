@@ -14,6 +14,7 @@ from typing import Any, Sequence
 from .card import model_card
 from .hf import HFBackbone, softmax_pick
 from .hub import DEFAULT_HEAD_DIR, check_scale, hub_model_id, load_model_and_tokenizer
+from .prefix import plan_batches
 from .selection import PremiseSelector
 
 
@@ -289,11 +290,9 @@ class EntailmentHead(HFBackbone):
         if len(premises) != len(hypotheses):
             raise ValueError(f"logits got {len(premises)} premise lists for {len(hypotheses)} hypotheses.")
         items = [self.encode_pair(claims, hypothesis) for claims, hypothesis in zip(premises, hypotheses)]
-        order = sorted(range(len(items)), key=lambda i: len(items[i]["input_ids"]))
         out = np.zeros((len(items), int(self.model.config.num_labels)), dtype=np.float64)
         with torch.inference_mode():
-            for start in range(0, len(order), self.batch_size):
-                chunk = order[start:start + self.batch_size]
+            for chunk in plan_batches([item["input_ids"] for item in items], self.batch_size, shared_heads=False):
                 out[chunk] = self.model(**self.pad([items[i] for i in chunk])).logits.float().cpu().numpy()
         return out
 

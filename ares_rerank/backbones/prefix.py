@@ -87,21 +87,28 @@ def shared_prefix_length(rows: Sequence[Sequence[int]]) -> int:
     return n
 
 
-def plan_batches(sequences: Sequence[Sequence[int]], batch_size: int, call_cost: int = CALL_COST) -> list[list[int]]:
-    """Batches of indices for shared-prefix scoring: token-id order, cut where the cost model says so.
+def plan_batches(sequences: Sequence[Sequence[int]], batch_size: int, call_cost: int = CALL_COST,
+                 shared_heads: bool = True) -> list[list[int]]:
+    """Batches of indices, cut where the cost model says so: the positions computed (padding counted) plus
+    ``call_cost`` per model call, minimised by dynamic programming over runs of at most ``batch_size`` items.
 
-    In token-id (lexicographic) order, items with a common head are neighbours, and a run's common head is the
-    shortest common head of neighbours within it. The cut points minimise (dynamic programming over runs of at most
-    ``batch_size`` items) the positions computed, ``head + n * (longest - head)`` per batch (padding counted), plus
-    ``call_cost`` per model call, a batch with a head being two calls. So a batch does not straddle two chains'
-    inputs when that would cut their shared head short, and unrelated items still fill batches.
+    With ``shared_heads`` (the prefix-cache path), items go in token-id (lexicographic) order, where items with a
+    common head are neighbours and a run's common head is the shortest common head of neighbours within it; a batch
+    whose head runs once costs ``head + n * (longest - head)`` and two calls. So a batch does not straddle two chains'
+    inputs when that would cut their shared head short, and unrelated items still fill batches. Without (every
+    other model), items go in length order and a batch costs ``n * longest``: a wave whose lengths spread widely
+    (ARES's premise subsets: 40 to 400 tokens in one step) is cut where padding would cost more than a call, instead
+    of every ``batch_size`` items (on PRMBench, 36% fewer positions for ARES, 3% for Entail-Prev).
 
     Returns:
         Lists of indices into ``sequences``; every index once.
     """
-    order = sorted(range(len(sequences)), key=lambda i: list(sequences[i]))
+    if shared_heads:
+        order = sorted(range(len(sequences)), key=lambda i: list(sequences[i]))
+    else:
+        order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
     seqs = [sequences[i] for i in order]
-    adjacent = [0] + [shared_prefix_length([seqs[j - 1], seqs[j]]) for j in range(1, len(seqs))]
+    adjacent = [0] + [shared_prefix_length([seqs[j - 1], seqs[j]]) if shared_heads else 0 for j in range(1, len(seqs))]
     best, cut = [0.0] + [float("inf")] * len(seqs), [0] * (len(seqs) + 1)
     for end in range(1, len(seqs) + 1):
         head, longest, shortest = 1 << 62, 0, 1 << 62

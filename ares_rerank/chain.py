@@ -15,7 +15,10 @@ from numbers import Real
 from typing import Any, Sequence
 
 
-__all__ = ["Chain", "ChainScores", "check_separator", "split_prompt", "split_sentences", "split_steps"]
+__all__ = ["ARES_MODES", "Chain", "ChainScores", "check_separator", "split_prompt", "split_sentences", "split_steps"]
+
+#: The modes an ARES estimate comes out in (:attr:`ChainScores.mode`); baselines report ``"direct"``.
+ARES_MODES = ("exact", "stratified", "sample")
 
 
 @dataclass(frozen=True)
@@ -337,6 +340,18 @@ class ChainScores:
     def first_error(self, threshold: float = 0.5) -> int:
         """0-based index of the first flagged step, or -1 if none is flagged (ProcessBench's convention)."""
         return next((i for i, f in enumerate(self.flags(threshold)) if f), -1)
+
+    def certificate(self) -> str:
+        """What the scores guarantee, in one line (``ares-rerank score`` prints it per chain): the largest hard bound
+        (exact), N, eps and delta (sample), the tail's size and largest bound with its probability (stratified)."""
+        if self.mode == "exact":
+            return f"exact, bound {max(self.error_bounds or [0.0]):.3g}"
+        if self.mode == "sample":
+            return f"sampled N={self.num_samples}, eps={self.eps}, delta={self.delta}"
+        if self.mode == "stratified":
+            return (f"exact + sampled tail n={self.num_samples}, bound {max(self.error_bounds or [0.0]):.3g} with "
+                    f"probability >= {1 - (self.delta or 0.0):.3g}")
+        return self.mode
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)

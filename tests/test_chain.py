@@ -59,6 +59,17 @@ def test_chain_scores_flags_and_first_error():
         ChainScores([1.2], 1, [1])
 
 
+
+def test_certificate_names_what_each_mode_guarantees():
+    exact = ChainScores([0.9, 0.1], 2, [1, 1], mode="exact", error_bounds=[0.0, 0.04])
+    assert exact.certificate() == "exact, bound 0.04"
+    sampled = ChainScores([0.9], 5, [5], mode="sample", eps=0.1, delta=0.05, num_samples=385)
+    assert sampled.certificate() == "sampled N=385, eps=0.1, delta=0.05"
+    tail = ChainScores([0.9, 0.2], 9, [3, 6], mode="stratified", eps=0.1, delta=0.1, num_samples=17,
+                       error_bounds=[0.02, 0.1])
+    assert tail.certificate() == "exact + sampled tail n=17, bound 0.1 with probability >= 0.9"
+    assert ChainScores([0.5], 1, [1], method="entail-prev").certificate() == "direct"
+
 def test_sentence_splitter_on_math_keeps_decimals_units_step_labels_and_abbreviations():
     text = (
         "Step 1. The rod is 1.5 m. Its half is 0.75 m, e.g. 75 cm. Step 2. Multiply: 3.5 * 2 = 7.0. "

@@ -83,10 +83,6 @@ def _summary(chains, results, method, threshold, backbone) -> None:
             line += f"  gold {''.join('x' if y else '.' for y in chain.labels)}"
             correct += sum(int(f) == y for f, y in zip(scores.flags(threshold), chain.labels))
             total += chain.num_steps
-        cert = f"exact, bound {max(scores.error_bounds):.3g}" if scores.mode == "exact" else (
-            f"sampled N={scores.num_samples}, eps={scores.eps}, delta={scores.delta}" if scores.mode == "sample"
-            else f"exact + sampled tail n={scores.num_samples}, bound {max(scores.error_bounds):.3g} with "
-                 f"probability >= {1 - scores.delta:.3g}" if scores.mode == "stratified" else "direct")
-        print(f"{line}  [{cert}; {scores.evaluations} evals]", file=sys.stderr)
+        print(f"{line}  [{scores.certificate()}; {scores.evaluations} evals]", file=sys.stderr)
     if total:
         print(f"step accuracy vs gold labels: {correct}/{total} = {correct / total:.3f}", file=sys.stderr)

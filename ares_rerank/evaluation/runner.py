@@ -18,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from ares_rerank.chain import Chain, ChainScores
+from ares_rerank.chain import ARES_MODES, Chain, ChainScores
 from ares_rerank.config import AresConfig
 from ares_rerank.io import check_output_dir, write_atomic
 from ares_rerank.scoring import METHODS, check_batch_size, score_chains
@@ -111,7 +111,7 @@ def summarize(task: TaskData, method: str, scores: list[ChainScores], twin_score
         out["best_of_2"] = {"step_avg": best_of_2(sound, steps, "mean"), "final_step": best_of_2(sound, steps, "final")}
     if method == "ares":
         out["efficiency"] = sample_efficiency(scores, config.eps, config.delta)
-        out["modes"] = {m: sum(s.mode == m for s in scores) for m in ("exact", "stratified", "sample")}
+        out["modes"] = {m: sum(s.mode == m for s in scores) for m in ARES_MODES}
     return out
 
 

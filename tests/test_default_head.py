@@ -26,6 +26,7 @@ def test_default_head_is_shipped_small_and_calibrated(head):
     assert not Path(config["base_model_name_or_path"]).is_absolute()  # resolved from the package at load time
     calibration = json.loads((DEFAULT_HEAD_DIR / "ares_calibration.json").read_text())
     assert head.temperature == pytest.approx(calibration["temperature"])
+    assert head.bias == pytest.approx(calibration.get("bias", 0.0))  # Platt's entailment bias, loaded with it
     assert "default_head" in repr(head)  # names the adapter it came from, not only its base encoder
 
 
@@ -118,11 +119,12 @@ def test_plain_peft_loads_the_shipped_adapter_and_gets_the_raw_logits(head, mini
     with torch.inference_mode():
         plain = model.eval()(**encoded).logits[0]
     assert plain.tolist() == pytest.approx(raw_logits(head, premises, hypothesis).tolist(), abs=1e-4)
-    # what plain peft loses: the premise selection and the temperature ares_rerank applies
+    # what plain peft loses: the premise selection and the calibration (temperature, entailment bias) we apply
     selected = [premises[i] for i in head.selector(premises, hypothesis)]
     assert selected != premises
     ours = head.predict([(premises, hypothesis)])[0]
-    expected = torch.softmax(raw_logits(head, selected, hypothesis) / head.temperature, -1)[1].item()
+    scaled = raw_logits(head, selected, hypothesis) / head.temperature + torch.tensor([0.0, head.bias])
+    expected = torch.softmax(scaled, -1)[1].item()
     assert ours == pytest.approx(expected, abs=1e-5)
     assert torch.softmax(plain, -1)[1].item() != pytest.approx(ours, abs=1e-3)
 

@@ -38,8 +38,8 @@ mode, the one of the interval nearest the estimate) is within eps of tau_k, ever
 rest ``eps - H / 2`` of half-width, and ``(D - H) / (eps - H / 2)`` grows with H once D > 2 eps. The choice depends
 only on the exact pass (the backbone's values), never on the draws, so the guarantee stands. A chain whose tail would
 need N / 4 or more is sampled from the start instead (every value already computed is reused). On 20 PRMBench chains
-with the default head, auto mode asked 909 pairs where restarting as sample mode (estimator revision 5) asked 1,363;
-on 20 BIG-Bench Mistake chains 3,110 where it asked about 5,100.
+with the v5 head under its first calibration (a temperature alone), auto mode asked 909 pairs where restarting as
+sample mode (estimator revision 5) asked 1,363; on 20 BIG-Bench Mistake chains 3,110 where it asked about 5,100.
 
 **What the backbone reads.** When the backbone selects premises with a selector that has a plan (e.g. ``relevant``,
 see :mod:`~ares_rerank.backbones.selection`), each mask is first projected onto the premises the backbone will keep:

@@ -75,7 +75,8 @@ class HFBackbone(TokenWindow):
     Args:
         model: A loaded transformers model (eval mode, on its device).
         tokenizer: Its tokenizer.
-        batch_size: Items per forward pass.
+        batch_size: At most this many items per forward pass (fewer where padding them to one length would cost
+            more than another call).
         max_length: The window in tokens (default: the model's).
         premise_selection: ``"all"``, ``"relevant"``, ``"relevant:K"`` or a selector, applied before rendering.
         cache_size: Entries of the LRU cache (0 disables it).
@@ -172,13 +173,13 @@ class HFBackbone(TokenWindow):
         """Score ``(premises, hypothesis)`` pairs, as ``CrossEncoder.predict`` scores text pairs: one probability each.
 
         The same path as :meth:`entailment_probs` (premise selection, cache, window policy, length-sorted batches);
-        pairs are taken in order of length, ``batch_size`` at a time.
+        pairs are taken in order of length, ``batch_size`` at a time (cut smaller where padding would cost more than a call).
 
         Args:
             pairs: ``(premises, hypothesis)`` pairs. ``premises`` is one string (one premise, never split) or a list
                 of claims (premise selection and the window policy choose among them); ``hypothesis`` is the step.
                 One pair is ``[(premises, hypothesis)]``.
-            batch_size: Pairs per forward pass (default: the backbone's ``batch_size``).
+            batch_size: At most this many pairs per forward pass (default: the backbone's ``batch_size``).
             show_progress_bar: A tqdm bar over the pairs; ``None`` shows it when there is more than one batch.
 
         Returns:

@@ -124,6 +124,18 @@ def test_plan_batches_without_heads_cuts_where_padding_costs_more_than_a_call():
     assert plan_batches([], batch_size=4, shared_heads=False) == []
 
 
+def test_an_encoder_cuts_waves_by_padding_on_a_cpu_and_keeps_the_fewest_calls_on_an_accelerator(
+        tiny_nli_path, monkeypatch):
+    head = load_backbone(tiny_nli_path, kind="nli", batch_size=16)
+    items = [{"input_ids": [7] * n} for n in [400] * 3 + [20] * 10 + [200] * 3]
+    on_cpu = head.batch_plan(items)
+    assert len(on_cpu) == 3 and sorted(i for b in on_cpu for i in b) == list(range(16))
+    monkeypatch.setattr(HFBackbone, "device", property(lambda self: torch.device("meta")))  # stands in for a GPU
+    assert [sorted(b) for b in head.batch_plan(items)] == [list(range(16))]  # launch-bound: one call for 16
+    wider = head.batch_plan(items + items[:4])
+    assert len(wider) == 2 and max(map(len, wider)) <= 16  # ceil(20 / 16) calls, cut where they pad least
+
+
 def test_shared_prefix_length_leaves_every_row_a_token():
     assert shared_prefix_length([[1, 2, 3]]) == 0
     assert shared_prefix_length([[1, 2, 3], [1, 2, 3]]) == 2

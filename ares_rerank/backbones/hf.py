@@ -11,8 +11,9 @@ Every backbone here follows one path per ``entailment_probs`` call:
    and the drop is counted in :attr:`HFBackbone.stats`; a hypothesis that alone exceeds the window is an error
    (:class:`~ares_rerank.backbones.window.TokenWindow`, whose :meth:`fit_window` subclasses call);
 4. **length-sorted batches with dynamic padding** (each batch padded to its own longest item), one forward pass per
-   batch under ``torch.inference_mode``; a wave is cut into batches where padding would cost more positions than a
-   model call (:func:`~ares_rerank.backbones.prefix.plan_batches`), not every ``batch_size`` items;
+   batch under ``torch.inference_mode``; on a CPU a wave is cut into batches where padding would cost more positions
+   than a model call (:func:`~ares_rerank.backbones.prefix.plan_batches`), not every ``batch_size`` items; on an
+   accelerator it keeps the fewest calls (:meth:`HFBackbone.batch_plan`);
 5. **shared-prefix reuse** (``prefix_cache``, on by default for causal decoders): the inputs of one ARES step share a
    long head (chat template, system prompt, the question, often earlier steps). Items are then batched in token-id
    order (neighbours share the longest heads; :mod:`~ares_rerank.backbones.prefix` cuts a batch where a new head
@@ -282,12 +283,29 @@ class HFBackbone(TokenWindow):
         batch["attention_mask"] = torch.tensor(mask, dtype=torch.long, device=self.device)
         return batch
 
+    def batch_plan(self, items: Sequence[dict[str, Any]]) -> list[list[int]]:
+        """How :meth:`score_encoded` batches ``items``: lists of indices, at most ``batch_size`` each.
+
+        On a CPU a model call is worth :data:`CALL_COST` positions, so a wave is cut where padding would cost more
+        (measured here: 36% fewer positions for ARES on PRMBench). On an accelerator a small model's call is
+        launch-bound rather than compute-bound, so there the plan keeps the fewest calls (``ceil(n / batch_size)``,
+        as fixed chunks would) and only places the cuts where they pad least. The prefix-cache path weighs its
+        shared heads at :data:`CALL_COST` on every device, as before.
+        """
+        sequences = [item["input_ids"] for item in items]
+        if self.prefix_cache:
+            return plan_batches(sequences, self.batch_size)
+        on_cpu = getattr(self.device, "type", "cpu") == "cpu"
+        # on an accelerator: more than any padding a cut could save, so the fewest calls come first
+        call_cost = CALL_COST if on_cpu else len(sequences) * max(map(len, sequences), default=0) + 1
+        return plan_batches(sequences, self.batch_size, call_cost=call_cost, shared_heads=False)
+
     def score_encoded(self, items: Sequence[dict[str, Any]]) -> list[Any]:
         """Score encoded items in batches of at most ``batch_size``, each padded to its own longest item.
 
-        Batches are length-sorted and cut where padding would cost more than a model call; with ``prefix_cache`` on,
-        they follow token-id order instead, cut where a new shared head starts (:func:`plan_batches`, both). No
-        cache: every item goes through the model (counted in ``stats``).
+        Batches are length-sorted and, on a CPU, cut where padding would cost more than a model call; with
+        ``prefix_cache`` on, they follow token-id order instead, cut where a new shared head starts
+        (:meth:`batch_plan`). No cache: every item goes through the model (counted in ``stats``).
 
         Args:
             items: Encoded items (from :meth:`encode_pair`).
@@ -297,7 +315,7 @@ class HFBackbone(TokenWindow):
         """
         import torch
 
-        batches = plan_batches([item["input_ids"] for item in items], self.batch_size, shared_heads=self.prefix_cache)
+        batches = self.batch_plan(items)
         out: list[Any] = [None] * len(items)
         with torch.inference_mode():
             for chunk in batches:

@@ -14,7 +14,6 @@ from typing import Any, Sequence
 from .card import model_card
 from .hf import HFBackbone, softmax_pick
 from .hub import DEFAULT_HEAD_DIR, check_scale, hub_model_id, load_model_and_tokenizer
-from .prefix import plan_batches
 from .selection import PremiseSelector
 
 
@@ -292,7 +291,7 @@ class EntailmentHead(HFBackbone):
         items = [self.encode_pair(claims, hypothesis) for claims, hypothesis in zip(premises, hypotheses)]
         out = np.zeros((len(items), int(self.model.config.num_labels)), dtype=np.float64)
         with torch.inference_mode():
-            for chunk in plan_batches([item["input_ids"] for item in items], self.batch_size, shared_heads=False):
+            for chunk in self.batch_plan(items):
                 out[chunk] = self.model(**self.pad([items[i] for i in chunk])).logits.float().cpu().numpy()
         return out
 

@@ -63,10 +63,11 @@ class AresConfig:
         metadata={"help": "At most this many distinct backbone inputs per chain and step in the exact pass (the "
                           "lightest beyond it are dropped), and at most 16x as many masks; default 16 in exact mode, "
                           "8 in auto mode. Exact mode bounds what it drops (a larger value: a tighter bound on long "
-                          "uncertain chains); auto mode samples it once it passes 2*eps of mass (a tail of trajectories, "
-                          "the chain's mode then reads 'stratified'): with the default head, 8 asked 12% fewer pairs than 16 on 20 "
-                          "PRMBench chains, 17% more on 20 BIG-Bench Mistake chains (968 against 970 in all), the "
-                          "same on ClaimTrees (the rule oracle at prior 0.95 on ClaimTrees-20: 21% more)."},
+                          "uncertain chains); auto mode samples it once it passes 2*eps of mass (a tail of "
+                          "trajectories, the chain's mode then reads 'stratified'): with the default head, 8 asked 12% "
+                          "fewer pairs than 16 on 20 PRMBench chains, 17% more on 20 BIG-Bench Mistake chains (968 "
+                          "against 970 in all), the same on ClaimTrees (the rule oracle at prior 0.95 on ClaimTrees-20: "
+                          "21% more)."},
     )
     prune_mass: float | None = field(
         default=None,

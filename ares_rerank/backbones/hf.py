@@ -76,8 +76,8 @@ class HFBackbone(TokenWindow):
     Args:
         model: A loaded transformers model (eval mode, on its device).
         tokenizer: Its tokenizer.
-        batch_size: At most this many items per forward pass (fewer where padding them to one length would cost
-            more than another call).
+        batch_size: At most this many items per forward pass (on a CPU fewer where padding them to one length
+            would cost more than another call: :meth:`batch_plan`).
         max_length: The window in tokens (default: the model's).
         premise_selection: ``"all"``, ``"relevant"``, ``"relevant:K"`` or a selector, applied before rendering.
         cache_size: Entries of the LRU cache (0 disables it).
@@ -174,7 +174,8 @@ class HFBackbone(TokenWindow):
         """Score ``(premises, hypothesis)`` pairs, as ``CrossEncoder.predict`` scores text pairs: one probability each.
 
         The same path as :meth:`entailment_probs` (premise selection, cache, window policy, length-sorted batches);
-        pairs are taken in order of length, ``batch_size`` at a time (cut smaller where padding would cost more than a call).
+        pairs are taken in order of length, ``batch_size`` at a time (on a CPU cut smaller where padding would cost
+        more than a call, :meth:`batch_plan`).
 
         Args:
             pairs: ``(premises, hypothesis)`` pairs. ``premises`` is one string (one premise, never split) or a list

@@ -84,7 +84,9 @@ __all__ = [
 #: (A new default, such as ``max_masks`` 64 -> 16, needs no bump: the score caches key on every setting.)
 #: 6: auto mode's hard budget is 2 eps, and once max_masks pushes the dropped mass past it, auto mode samples the
 #: dropped masks (a tail) instead of restarting as sample mode.
-ESTIMATOR_REVISION = 6
+#: 7: ``relevant-words`` ranks under its cap by each claim's whole text (a recipe step's own rule and ``We now
+#: START.`` before other rules that share only ``START`` and a quantity with it).
+ESTIMATOR_REVISION = 7
 
 
 class _Run:

@@ -7,8 +7,9 @@ subset of the included claims, kept in their original order.
 - ``relevant``: only the claims that share a distinctive token with the hypothesis (a state name such as ``D8``,
   a number, a variable; a content word when the hypothesis has no symbol), or that state nothing the hypothesis does
   not name, optionally capped at ``top_k`` (:meth:`RelevancePlan.ranked`).
-- ``relevant-words``: the same, except that a bare number is a quantity ("1/4 cup"), not a name, and a claim written
-  without names is matched by its words even when the hypothesis has names (for recipe-like text).
+- ``relevant-words``: the same, except that a bare number is a quantity ("1/4 cup"), not a name, a claim written
+  without names is matched by its words even when the hypothesis has names, and a cap ranks by each claim's whole
+  text (for recipe-like text).
 - ``fit``: every claim, most relevant first, until a token budget is full (the window policy of the Hugging Face
   backbones uses the same ranking as ``relevant``, see :func:`fit_indices`).
 
@@ -17,15 +18,19 @@ Relevance is lexical (:func:`relevance_scores`). Under ``relevant``, when the hy
 words do. A token counts only when it is distinctive (in at most ``max(3, n/4)`` of the n claims), weighted
 ``log(1 + n / df)``, except in a claim whose every token the hypothesis names: a short fact the hypothesis cites
 (``We have onion.``) is a premise however often its words recur. ``top_k`` keeps such claims first, then the highest
-score times the share of the claim's tokens the hypothesis names. No model, no randomness.
+score times the share of the claim's tokens the hypothesis names. Under ``relevant-words`` "such claims" and "the
+share" read the claim's whole text, words included, while its score still counts only its names: a recipe rule that
+shares only ``START`` and a ``1`` with the step scores like the step's own rule, but the step's own rule restates it
+(and ``We now START.`` is named entirely, where the other rule is not). No model, no randomness.
 
 Why two rules: CaptainCookRecipes steps read "... we can now do the step Cut-Cut 1/8 garlic clove." Under
 ``relevant`` the numbers switch words off, so the step's rule, its previous steps and its ingredient claims are
 dropped: the recipe oracle behind ``relevant:6`` reaches macro-F1 0.456 on held-out recipes, behind
-``relevant-words:6`` 0.962 (1.000 uncapped). On math text (PRMBench) ``relevant-words`` lets many more claims be
+``relevant-words:6`` 1.000 (0.962 while its cap ranked by names alone). On math text (PRMBench) ``relevant-words`` lets many more claims be
 selected, which doubled the distinct inputs ARES sends the shipped head (7,019 encoder pairs on a 20-chain sample,
-against about 3,700). ClaimTrees selections are the same under both rules (training/README.md, "Issue 17: premise
-selection for recipes"). Heads record the rule they were trained with in ``ares_calibration.json``.
+against about 3,700). ClaimTrees selections are the same under both rules for caps of 6 or more, and of 4 with symbol names
+(training/README.md, "Issue 17: premise selection for recipes"); at 3 the whole-text ranking keeps what each step
+needs, the names-only one does not. Heads record the rule they were trained with in ``ares_calibration.json``.
 
 Why it is safe for ARES: every selector is a deterministic function of (included claims, hypothesis), so the
 backbone composed with it is again a fixed function ``E'(premises, hypothesis)`` and the estimator's guarantee holds
@@ -145,9 +150,14 @@ class RelevancePlan:
             symbols_only = any(_is_symbol(t) for t in _TOKEN.findall(hypothesis))
             own = [_tokens(c, symbols_only) for c in claims]
         self.shared = [sorted(tokens & hyp) for tokens in own]  # summed in one fixed order
-        # a claim that states nothing the hypothesis does not name: every shared token counts, and it ranks first
+        # a claim that states nothing the hypothesis does not name: every shared token counts
         self.stated = [bool(tokens) and tokens <= hyp for tokens in own]
-        self.coverage = [len(shared) / len(tokens) if tokens else 0.0 for shared, tokens in zip(self.shared, own)]
+        # how a cap ranks: claims that state nothing else first, then by the share of their tokens the hypothesis
+        # names. Under ``words`` both read the claim's whole text: a named claim's words never make it relevant,
+        # but a recipe rule that only shares "START" and "1" with the step is not the step's own rule
+        ranked_by = [_tokens(c, False) for c in claims] if words else own
+        self.first = [bool(tokens) and tokens <= hyp for tokens in ranked_by]
+        self.coverage = [len(tokens & hyp) / len(tokens) if tokens else 0.0 for tokens in ranked_by]
         self.support = tuple(i for i, tokens in enumerate(self.shared) if tokens)
         self.top_k = top_k
 
@@ -162,10 +172,11 @@ class RelevancePlan:
 
     def ranked(self, present: Sequence[int], num_included: int) -> list[int]:
         """The relevant claims of ``present`` (score > 0), best first: claims the hypothesis names entirely, then
-        by score times the share of the claim's own tokens the hypothesis names; ties keep the original order."""
+        by score times the share of the claim's own tokens the hypothesis names (under ``words``: of every token of
+        its text, words included); ties keep the original order."""
         scores = self.scores(present, num_included)
         return sorted((i for i, s in scores.items() if s > 0),
-                      key=lambda i: (not self.stated[i], -scores[i] * self.coverage[i], i))
+                      key=lambda i: (not self.first[i], -scores[i] * self.coverage[i], i))
 
     def select(self, present: Sequence[int], num_included: int) -> list[int]:
         order = self.ranked(present, num_included)

@@ -309,6 +309,10 @@ def test_evaluation_sets_hold_out_recipes_and_wordings():
     heldout = EVAL_SETS["recipes-heldout"][0](100)
     assert heldout and {c.meta["recipe"] for c in heldout} <= set(HELDOUT_RECIPES)
     assert {c.meta["recipe"] for c in EVAL_SETS["recipes"][0](100)} > set(HELDOUT_RECIPES)
+    variants = EVAL_SETS["recipes-heldout-variants"][0](60)
+    assert {c.meta["recipe"] for c in variants} == set(HELDOUT_RECIPES)  # every held-out graph, no other
+    assert len({(c.base_claims, c.steps) for c in variants}) == 60  # distinct chains, where the entries hold six
+    assert {c.meta["deleted"] for c in variants} == {"ingredient", "rule", "start"}
     results = evaluate_head(None, ["available-10", "multiword-10"], n=10, log=lambda _: None,
                             oracle_selection="relevant:6")
     assert all(r["ares"]["f1"] == r["ares"]["f1_at_0.5"] == 1.0 for r in results.values())

@@ -9,7 +9,9 @@ Every ClaimTrees set uses generator indices ``0 .. n-1`` (the paper's "first N e
 index one million, so none of these chains, nor their names / wordings where held out, was trained on. The
 CaptainCookRecipes sets use the spec's entries: ``recipes`` the first n of them (every recipe graph appears there,
 training graphs included), ``recipes-heldout`` the entries among the first 100 whose graph is one of
-:data:`~ares_rerank.training.mix.HELDOUT_RECIPES` (graphs the mix never uses). Macro-F1 follows the spec's protocol
+:data:`~ares_rerank.training.mix.HELDOUT_RECIPES` (graphs the mix never uses; six distinct chains, repeated), and
+``recipes-heldout-variants`` chains of those six graphs with other claims missing (an ingredient, a rule or
+``We now START.``, seeded by the chain index: :func:`~ares_rerank.data.recipes.recipe_variant`). Macro-F1 follows the spec's protocol
 (:func:`ares_rerank.evaluation.protocol.cross_validate`: 5-fold CV threshold over chains) and is also reported at the
 fixed threshold 0.5 (``f1_at_0.5``). ARES runs with ``prior=1.0`` in ``auto`` mode (exact, sampling the masks it
 drops once they pass 2 eps of mass). The head's window policy statistics are reported per set.
@@ -58,6 +60,17 @@ def _heldout_recipes(n: int) -> list[Chain]:
     return [c for c in load_recipes(100) if c.meta["recipe"] in HELDOUT_RECIPES][:n]
 
 
+def _heldout_recipe_variants(n: int) -> list[Chain]:
+    """``n`` chains of the held-out recipe graphs, each graph in turn, with an ingredient, a rule or START missing in
+    turn (seed = chain index): many distinct held-out chains where the evaluation entries hold six."""
+    from ares_rerank.data.recipes import load_recipe_graphs, recipe_variant
+
+    graphs = [(name, graph) for name, graph in load_recipe_graphs() if name in HELDOUT_RECIPES]
+    deletions = ("ingredient", "rule", "start")
+    return [recipe_variant(*graphs[i % len(graphs)], seed=i, delete=deletions[(i // len(graphs)) % len(deletions)])
+            for i in range(n)]
+
+
 # held-out wording sets -> their key in HELDOUT_TEMPLATES (the loader and set_oracle read the same templates)
 _WORDING_SETS = {"reworded-10": "given", "available-10": "available", "acquired-10": "acquired",
                  "attained-10": "attained", "procured-10": "procured", "fulfilled-10": "fulfilled",
@@ -78,8 +91,10 @@ EVAL_SETS: dict[str, tuple[Callable[[int], list[Chain]], str]] = {
        for name, key in _WORDING_SETS.items()},
     "recipes": (lambda n: load_recipes(n), "recipes, all graphs (training graphs too)"),
     "recipes-heldout": (_heldout_recipes, "recipes, held-out graphs only"),
+    "recipes-heldout-variants": (_heldout_recipe_variants, "recipes, held-out graphs, other claims missing"),
 }
-DEFAULT_N = {"claimtrees-30": 50, "claimtrees-50": 50, "recipes": 50, "recipes-heldout": 100}
+DEFAULT_N = {"claimtrees-30": 50, "claimtrees-50": 50, "recipes": 50, "recipes-heldout": 100,
+             "recipes-heldout-variants": 60}
 _SET_TEMPLATES = {name: HELDOUT_TEMPLATES[key] for name, key in _WORDING_SETS.items()}
 
 
@@ -134,8 +149,8 @@ def evaluate_head(backbone: Any, sets: Sequence[str], n: int | None = None, conf
     Args:
         backbone: Any backbone (e.g. ``load_backbone("default")``); unused with ``oracle_selection``.
         sets: Names from :data:`EVAL_SETS`.
-        n: Chains per set (``None``: 100, or 50 for ClaimTrees-30/50 and recipes; recipes-heldout: every held-out
-            entry among the first 100).
+        n: Chains per set (``None``: 100, or 50 for ClaimTrees-30/50 and recipes, 60 for recipes-heldout-variants;
+            recipes-heldout: every held-out entry among the first 100).
         config: ARES settings; default ``AresConfig(prior=1.0, mode="auto")``.
         log: Where the one-line summary of each set goes.
         oracle_selection: Judge each set with its ground-truth oracle behind this premise selection
@@ -180,7 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "oracle behind --selection: the ceiling of any head behind that selection).")
     parser.add_argument("--selection", default="relevant:6", help="Premise selection of --head oracle.")
     parser.add_argument("--sets", default=",".join(EVAL_SETS), help=f"Comma-separated, from {list(EVAL_SETS)}.")
-    parser.add_argument("--n", type=int, default=None, help="Chains per set (default 100; 50 for 30/50/recipes).")
+    parser.add_argument("--n", type=int, default=None, help="Chains per set (default 100; 50 for 30/50/recipes, 60 for "
+                                                             "recipes-heldout-variants).")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = default).")
     parser.add_argument("--device", default="cpu", help="Where the head runs: cpu (the numbers in the docs), cuda, "
                                                         "auto, ...")

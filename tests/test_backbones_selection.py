@@ -178,7 +178,8 @@ def test_plan_matches_the_selector_on_word_claims(top_k):
 
 def test_recipe_oracle_reads_what_it_needs_on_held_out_recipes():
     """Held-out recipe entries among the first 100: the oracle judges every step on the selected premises as on all
-    of them for 644 of 658 steps uncapped and 599 with top 6 (587 before the cap ranked by whole texts; the symbols-only rule: 230 and 212)."""
+    of them for 644 of 658 steps uncapped and 599 with top 6 (587 before the cap ranked by whole texts; the
+    symbols-only rule: 230 and 212)."""
     from helpers import shared_data
 
     shared_data("recipe_graphs")

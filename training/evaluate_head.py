@@ -11,10 +11,10 @@ CaptainCookRecipes sets use the spec's entries: ``recipes`` the first n of them 
 training graphs included), ``recipes-heldout`` the entries among the first 100 whose graph is one of
 :data:`~ares_rerank.training.mix.HELDOUT_RECIPES` (graphs the mix never uses; six distinct chains, repeated), and
 ``recipes-heldout-variants`` chains of those six graphs with other claims missing (an ingredient, a rule or
-``We now START.``, seeded by the chain index: :func:`~ares_rerank.data.recipes.recipe_variant`). Macro-F1 follows the spec's protocol
-(:func:`ares_rerank.evaluation.protocol.cross_validate`: 5-fold CV threshold over chains) and is also reported at the
-fixed threshold 0.5 (``f1_at_0.5``). ARES runs with ``prior=1.0`` in ``auto`` mode (exact, sampling the masks it
-drops once they pass 2 eps of mass). The head's window policy statistics are reported per set.
+``We now START.``, seeded by the chain index: :func:`~ares_rerank.data.recipes.recipe_variant`). Macro-F1 follows
+the spec's protocol (:func:`ares_rerank.evaluation.protocol.cross_validate`: 5-fold CV threshold over chains) and is
+also reported at the fixed threshold 0.5 (``f1_at_0.5``). ARES runs with ``prior=1.0`` in ``auto`` mode (exact,
+sampling the masks it drops once they pass 2 eps of mass). The head's window policy statistics are reported per set.
 """
 
 from __future__ import annotations

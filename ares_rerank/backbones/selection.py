@@ -26,11 +26,12 @@ shares only ``START`` and a ``1`` with the step scores like the step's own rule,
 Why two rules: CaptainCookRecipes steps read "... we can now do the step Cut-Cut 1/8 garlic clove." Under
 ``relevant`` the numbers switch words off, so the step's rule, its previous steps and its ingredient claims are
 dropped: the recipe oracle behind ``relevant:6`` reaches macro-F1 0.456 on held-out recipes, behind
-``relevant-words:6`` 1.000 (0.962 while its cap ranked by names alone). On math text (PRMBench) ``relevant-words`` lets many more claims be
-selected, which doubled the distinct inputs ARES sends the shipped head (7,019 encoder pairs on a 20-chain sample,
-against about 3,700). ClaimTrees selections are the same under both rules for caps of 6 or more, and of 4 with symbol names
-(training/README.md, "Issue 17: premise selection for recipes"); at 3 the whole-text ranking keeps what each step
-needs, the names-only one does not. Heads record the rule they were trained with in ``ares_calibration.json``.
+``relevant-words:6`` 1.000 (0.962 while its cap ranked by names alone). On math text (PRMBench) ``relevant-words``
+lets many more claims be selected, which doubled the distinct inputs ARES sends the shipped head (7,019 encoder pairs
+on a 20-chain sample, against about 3,700). ClaimTrees selections are the same under both rules for caps of 6 or
+more, and of 4 with symbol names (training/README.md, "Issue 17: premise selection for recipes"); at 3 the
+whole-text ranking keeps what each step needs, the names-only one does not. Heads record the rule they were trained
+with in ``ares_calibration.json``.
 
 Why it is safe for ARES: every selector is a deterministic function of (included claims, hypothesis), so the
 backbone composed with it is again a fixed function ``E'(premises, hypothesis)`` and the estimator's guarantee holds

@@ -243,7 +243,9 @@ def check_separator(separator: str) -> re.Pattern[str] | None:
 def split_steps(text: str, separator: str | None = "\n\n") -> list[str]:
     """Split a completion into non-empty, stripped steps.
 
-    ``separator`` is a literal string, a regex when prefixed with ``re:``, or ``None`` for sentence splitting.
+    ``separator`` is a literal string, a regex when prefixed with ``re:``, or ``None`` for sentence splitting. What a
+    regex matches is never a step, its groups included (``re:(Step \d+:)`` splits at the labels and drops them). A
+    literal separator without ``\r`` also splits Windows (``\r\n``) and old Mac (``\r``) line endings.
     """
     if not isinstance(text, str):
         raise TypeError(f"split_steps(text=...) must be a string, got {type(text).__name__}.")
@@ -251,8 +253,10 @@ def split_steps(text: str, separator: str | None = "\n\n") -> list[str]:
         return split_sentences(text)
     pattern = check_separator(separator)
     if pattern is not None:
-        parts = pattern.split(text)
+        parts = pattern.split(text)[:: pattern.groups + 1]  # re.split puts each match's groups between the parts
     else:
+        if "\r" not in separator:
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
         parts = text.split(separator)
     return [p.strip() for p in parts if _has_text(p)]
 

@@ -14,6 +14,7 @@ from .chain import ChainScores
 
 __all__ = [
     "COMPLETION_ROLES",
+    "NO_STEPS",
     "PROMPT_ROLES",
     "certificate",
     "check_candidate_lists",
@@ -114,6 +115,10 @@ def check_candidate_lists(prompts: Any, completions: Any) -> None:
                 f"completions[{i}] is one conversation (a list of messages), not a list of candidates: wrap it, "
                 "e.g. [conversation]."
             )
+
+
+#: The ``"error"`` of a record whose completion is empty or blank: nothing to score, and nothing went wrong.
+NO_STEPS = "no steps: the completion is empty or blank"
 
 
 def empty_record(index: int, completion: Any) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from .domain import DemoBackboneWarning, demo_warning_message, is_demo_backbone,
 from .config import AresConfig
 from .records import (
     COMPLETION_ROLES,
+    NO_STEPS,
     PROMPT_ROLES,
     certificate,
     check_candidate_lists,
@@ -227,7 +228,7 @@ class AresReranker:
                 record["error"] = str(err)
                 continue
             if chain is None:
-                record["error"] = "no steps: the completion is empty or blank"
+                record["error"] = NO_STEPS
                 continue
             record["steps"] = list(chain.steps)
             chains.append(chain)

@@ -65,6 +65,7 @@ from . import fingerprint
 from .aggregate import AGGREGATES, Aggregate, aggregate_name, get_aggregate
 from .backbones.base import Backbone, FunctionBackbone
 from .config import AresConfig
+from .records import NO_STEPS
 from .rerank import AresReranker, resolve_backbone
 
 
@@ -342,7 +343,7 @@ class AresReward:
 
     def _rewards(self, records: list[dict[str, Any]], threshold: float, kwargs: dict[str, Any]) -> list[float | None]:
         for record in records:
-            if record["error"] and record["steps"]:  # a backbone / aggregate failure, not just an empty completion
+            if record["error"] and record["error"] != NO_STEPS:  # a failure, not just an empty completion
                 logger.warning("%s could not score completion %d: %s", self.__name__, record["index"], record["error"])
         if self.log_stats:
             self._log(records, threshold, kwargs.get("log_metric"), kwargs.get("log_extra"))

@@ -120,6 +120,21 @@ def test_a_regex_separator_that_matches_nothing_is_refused():
             split_steps("abc", bad)
 
 
+def test_what_a_regex_separator_matches_is_never_a_step_its_groups_included():
+    """re.split returns a pattern's groups between the parts: the labels became steps, and a group that did not take
+    part in the match (None) made split_steps raise a TypeError."""
+    assert split_steps("Step 1: x=1 Step 2: y=2", r"re:(Step \d+:)") == ["x=1", "y=2"]
+    assert split_steps("xaybz", "re:(a)|(b)") == ["x", "y", "z"]
+    assert split_steps("x=1\n\ny=2\n-z", r"re:(\n\n)|(\n-)") == ["x=1", "y=2", "z"]
+
+
+def test_a_literal_separator_splits_windows_and_old_mac_line_endings():
+    assert split_steps("x=1.\r\n\r\ny=2.") == ["x=1.", "y=2."]
+    assert split_steps("x=1.\r\ry=2.") == ["x=1.", "y=2."]
+    assert split_steps("a\r\nb", "\n") == ["a", "b"]
+    assert split_steps("a\r\nb|c", "\r\n") == ["a", "b|c"]  # a separator that names \r is taken as written
+
+
 def test_a_step_of_only_invisible_characters_is_blank():
     for invisible in ("\u200b", " \u200d\ufeff "):
         with pytest.raises(ValueError, match=r"steps\[0\] is blank"):

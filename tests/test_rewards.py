@@ -99,6 +99,14 @@ def test_unscorable_value_and_on_error_raise():
         AresReward(FunctionBackbone(last_word_entailed))
 
 
+def test_a_completion_that_cannot_be_read_is_logged_an_empty_one_is_not(reward, caplog):
+    """A completion that is not text failed before it had steps, and that failure used to go unlogged."""
+    with caplog.at_level("WARNING", logger="ares_rerank.rewards"):
+        assert reward(prompts=["a\nb"] * 3, completions=["", 42, "so b"]) == [None, None, 1.0]
+    logged = [r.getMessage() for r in caplog.records]
+    assert len(logged) == 1 and "could not score completion 1" in logged[0]
+
+
 def test_backbone_that_rejects_a_completion_gives_none_for_it_only():
     # The rule oracle cannot parse a non-ClaimTrees step (it raises): that completion gets None, others are scored.
     reward = AresReward(AresReranker(ClaimTreesOracle(), step_separator="\n", prompt_split="lines"))

@@ -11,6 +11,7 @@ import contextlib
 import glob
 import json
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -98,13 +99,33 @@ def _created_mode(base: int) -> int:
     return base & ~mask
 
 
+_DESCRIPTOR = re.compile(r"/(?:proc/[^/]+|dev)/fd/\d+")
+
+
 def is_stream(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is (or links to) a character device, FIFO or socket: written through, never replaced."""
+    """Whether ``path`` is (or links to) a character device, FIFO or socket, or is one of this process's descriptors
+    (``/dev/stdout`` -> ``/proc/self/fd/1``, ``/dev/fd/3``) whatever it is open on: written through, never replaced.
+
+    A descriptor link looks like a symlink to a regular file when the shell redirected the stream to one; replacing
+    the link would take the results away from the stream, and, for ``/dev/stdout``, replace the system's link.
+    """
     try:
         mode = os.stat(path).st_mode
     except (OSError, ValueError):
         return False
-    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        return True
+    link = Path(os.path.abspath(path))
+    for _ in range(40):  # follow the links one at a time (a loop would have failed the stat above)
+        if _DESCRIPTOR.fullmatch(link.as_posix()):
+            return True
+        parent = Path(os.path.realpath(link.parent))  # /dev/fd is itself a link to /proc/self/fd
+        if _DESCRIPTOR.fullmatch((parent / link.name).as_posix()):
+            return True
+        if not link.is_symlink():
+            return False
+        link = Path(os.path.normpath(parent / os.readlink(link)))
+    return False
 
 
 @contextlib.contextmanager
@@ -173,13 +194,16 @@ def atomic_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 def check_output_path(path: str | os.PathLike[str], *, flag: str = "--output",
                       inputs: Sequence[str | os.PathLike[str]] = ()) -> Path:
-    """Check, before any work, that results can be written to the file ``path``.
+    """Check, before any work, that results can be written to the file ``path`` (a stream, see :func:`is_stream`,
+    passes as it is).
 
     Raises:
         ValueError: ``path`` is a folder, is one of ``inputs`` (it would be overwritten), or its folder cannot be
             created or written; the message names ``flag``, the path and the fix.
     """
     path = Path(path)
+    if is_stream(path):  # /dev/stdout, /dev/null, a FIFO: written through, no folder of ours to check or probe
+        return path
     if path.is_dir():
         raise ValueError(f"{flag}={str(path)!r} is a folder: name a file inside it, e.g. {str(path / 'out.jsonl')!r}.")
     for source in inputs:

@@ -61,8 +61,10 @@ def _inputs(tmp_path: Path, copies: int = 1) -> dict[str, Path]:
     return {"score": chains, "rank": candidates}
 
 
-def _argv(command: str, inputs: dict[str, Path], output: Path, backbone: str = "claimtrees-oracle") -> list[str]:
-    common = ["--backbone", backbone, "--output", str(output), "--batch-size", "1", "--no-progress"]
+def _argv(command: str, inputs: dict[str, Path], output: Path, backbone: str = "claimtrees-oracle",
+          overwrite: bool = True) -> list[str]:
+    common = ["--backbone", backbone, "--output", str(output), "--batch-size", "1", "--no-progress",
+              *(["--overwrite"] if overwrite else [])]
     if command == "score":
         return ["score", str(inputs["score"]), *common]
     return ["rank", "--input", str(inputs["rank"]), "--step-separator", "\\n", "--prompt-split", "lines", *common]
@@ -76,6 +78,21 @@ def _one_line_error(done: subprocess.CompletedProcess) -> str:
     lines = [line for line in done.stderr.splitlines() if "error:" in line]
     assert done.returncode == 2 and len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     return lines[0]
+
+
+@pytest.mark.parametrize("command", ["score", "rank"])
+def test_an_existing_output_is_refused_before_any_work_unless_overwrite(tmp_path, command):
+    """An earlier run's results (or any file) at --output were replaced without a word, even by an empty result."""
+    inputs = _inputs(tmp_path)
+    output = tmp_path / "out.jsonl"
+    output.write_text(OLD)
+    before = _snapshot(tmp_path)
+    done = _cli(_argv(command, inputs, output, overwrite=False), tmp_path)
+    assert "already exists: pass --overwrite" in _one_line_error(done)
+    assert _snapshot(tmp_path) == before
+    done = _cli(_argv(command, inputs, output), tmp_path)  # --overwrite
+    assert done.returncode == 0, done.stderr
+    assert len(output.read_text().splitlines()) == (6 if command == "score" else 3)
 
 
 @pytest.mark.parametrize("command", ["score", "rank"])
@@ -241,3 +258,22 @@ def test_an_output_fifo_is_written_through_not_replaced(tmp_path, command):
     lines = [json.loads(line) for line in received[0].splitlines()]
     assert len(lines) == (6 if command == "score" else 3)
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".pipe")]  # no temporary left beside it
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd (Linux)")
+@pytest.mark.parametrize("command", ["score", "rank"])
+def test_an_output_linked_to_a_redirected_descriptor_is_written_through(tmp_path, command):
+    """``--output /dev/stdout`` with stdout redirected to a file: the link resolves to a regular file, so the atomic
+    rename replaced the link (as root, /dev/stdout itself) and the redirected stream received nothing."""
+    link = tmp_path / "my_stdout"
+    link.symlink_to("/proc/self/fd/1")
+    captured = tmp_path / "captured.jsonl"
+    inputs = _inputs(tmp_path)
+    with captured.open("w") as stdout:
+        done = subprocess.run([sys.executable, "-m", "ares_rerank.cli", *_argv(command, inputs, link)],
+                              cwd=tmp_path, env=_env(), stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert link.is_symlink() and os.readlink(link) == "/proc/self/fd/1"  # the link is still a link
+    lines = [json.loads(line) for line in captured.read_text().splitlines()]
+    assert len(lines) == (6 if command == "score" else 3)
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".my_stdout")]  # no partial beside it

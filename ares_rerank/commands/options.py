@@ -154,6 +154,8 @@ def add_io_arguments(parser: argparse.ArgumentParser, what: str) -> None:
                              "so a stopped run leaves the old file intact and a rerun resumes.")
     parser.add_argument("--no-resume", action="store_true",
                         help="Discard the partial results of an earlier stopped run instead of continuing them.")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="Replace an --output file that already exists (refused otherwise, before any work).")
 
 
 def input_path(args: argparse.Namespace) -> Path:
@@ -207,30 +209,42 @@ def positive(value: Any, flag: str) -> None:
 
 
 # Options that do not change a single result: a run resumed with other values continues the same results.
-_NOT_RESULT_SETTINGS = {"output", "no_resume", "no_progress", "batch_size", "input", "input_file", "command"}
+_NOT_RESULT_SETTINGS = {"output", "no_resume", "overwrite", "no_progress", "batch_size", "input", "input_file",
+                        "command"}
 
 
-class _StandardOutput:
-    """Results streamed to standard output (nothing to resume)."""
+class _StreamOutput:
+    """Results streamed to standard output, or to an ``--output`` that is a stream (``/dev/stdout``, a FIFO): written
+    through as they come, nothing to resume, no partial file beside it."""
 
     count = 0
 
+    def __init__(self, path: str | None = None) -> None:
+        self.handle = sys.stdout if path is None else open(path, "w", encoding="utf-8")
+
     def append(self, records: Sequence[Any]) -> None:
-        sys.stdout.writelines(json.dumps(record) + "\n" for record in records)
-        sys.stdout.flush()
+        self.handle.writelines(json.dumps(record) + "\n" for record in records)
+        self.handle.flush()
 
     def finish(self) -> None:
-        return None
+        if self.handle is not sys.stdout:
+            self.handle.close()
 
 
 def open_results(args: argparse.Namespace, source: Path) -> Any:
     """Where a command's JSONL results go: ``--output`` (checked now, before any work; resumable, see
-    :class:`~ares_rerank.io.ResumableOutput`) or standard output. ``.count`` records are already done."""
-    from ..io import ResumableOutput, check_output_path, file_signature
+    :class:`~ares_rerank.io.ResumableOutput`; a stream is written through) or standard output. ``.count`` records
+    are already done."""
+    from ..io import ResumableOutput, check_output_path, file_signature, is_stream
 
     if args.output is None:
-        return _StandardOutput()
+        return _StreamOutput()
+    if is_stream(args.output):
+        return _StreamOutput(args.output)
     check_output_path(args.output, inputs=[source])
+    if Path(args.output).exists() and not args.overwrite:
+        raise ValueError(f"--output {str(args.output)!r} already exists: pass --overwrite to replace it, or name "
+                         "another file.")
     settings = {k: v for k, v in sorted(vars(args).items()) if k not in _NOT_RESULT_SETTINGS}
     settings.update(command=args.command, input=file_signature(source))
     return ResumableOutput(args.output, settings, resume=not args.no_resume and str(source) != "-")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field
+from collections.abc import Mapping, Set as AbstractSet
 from typing import Any
 
 import numpy as np
@@ -52,7 +53,8 @@ class AresConfig:
     prior: float = field(default=1.0, metadata={"help": "Prior that each base claim is sound (one float)."})
     base_priors: list[float] | None = field(
         default=None,
-        metadata={"help": "One prior per base claim, overriding prior (every chain scored must have that many)."},
+        metadata={"help": "One prior per base claim, overriding prior (every chain scored must have that many; "
+                          "stored as a tuple)."},
     )
     mode: str = field(default="auto", metadata={"help": "'exact', 'sample', or 'auto' (exact; what it drops is "
                                                         "sampled once it passes 2*eps of mass; else sample).",
@@ -97,8 +99,10 @@ class AresConfig:
                 "base_priors=[...]."
             )
         if self.base_priors is not None:
-            if isinstance(self.base_priors, (str, bytes)) or not hasattr(self.base_priors, "__iter__"):
-                raise ValueError(f"AresConfig(base_priors={self.base_priors!r}) must be a list of floats, or None.")
+            if (isinstance(self.base_priors, (str, bytes, Mapping, AbstractSet))
+                    or not hasattr(self.base_priors, "__iter__")):  # a set or dict has no order (a dict: its keys)
+                raise ValueError(f"AresConfig(base_priors={self.base_priors!r}) must be a list of floats, one per base "
+                                 "claim in order, or None.")
             self.base_priors = list(self.base_priors)
         for name, values in (("prior", [self.prior]), ("base_priors", self.base_priors or [])):
             for p in values:
@@ -138,8 +142,8 @@ class AresConfig:
             self.max_masks = int(self.max_masks)
         if self.prune_mass is not None:
             self.prune_mass = float(self.prune_mass)
-        if self.base_priors is not None:
-            self.base_priors = [float(p) for p in self.base_priors]
+        if self.base_priors is not None:  # a tuple: changed in place, a list would skip these checks
+            self.base_priors = tuple(float(p) for p in self.base_priors)
         if self.mode == "sample":  # the shortest chain (one step) must fit; longer chains are checked when sampled
             check_sample_size(1, self)
         object.__setattr__(self, "_checked", True)

@@ -22,6 +22,7 @@ picklable for ``num_proc``.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any, Sequence
 
 from . import fingerprint
@@ -105,8 +106,19 @@ class AresFilter:
     def keep_mask(
         self, prompts: Sequence[Any], completions: Sequence[Any], scores: Sequence[float | None] | None = None
     ) -> list[bool]:
-        """Which pairs to keep; ``scores`` (from :meth:`scores`) skips scoring when given."""
-        scores = self.scores(prompts, completions) if scores is None else list(scores)
+        """Which pairs to keep; ``scores`` (from :meth:`scores`: one number in [0, 1] or ``None`` per pair) skips
+        scoring when given."""
+        if scores is None:
+            return self._keep(prompts, self.scores(prompts, completions))
+        scores = list(scores)
+        if not len(scores) == len(prompts) == len(completions):
+            raise ValueError(f"AresFilter.keep_mask: {len(scores)} scores for {len(prompts)} prompts and "
+                             f"{len(completions)} completions: pass one score (or None) per pair, as scores() returns.")
+        for i, score in enumerate(scores):
+            if score is not None and not (isinstance(score, numbers.Real) and not isinstance(score, bool)
+                                          and 0.0 <= score <= 1.0):
+                raise ValueError(f"AresFilter.keep_mask: scores[{i}]={score!r} must be a number in [0, 1] or None "
+                                 "(unscored), as scores() returns.")
         return self._keep(prompts, scores)
 
     def _keep(self, prompts: Sequence[Any], scores: Sequence[float | None]) -> list[bool]:

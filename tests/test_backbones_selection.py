@@ -284,3 +284,18 @@ def test_a_selector_must_return_indices_not_a_mask_or_none():
         apply_selector(lambda claims, h: [False, True], ["a", "b"], "x")
     with pytest.raises(TypeError, match="returned None: return a list of indices"):
         apply_selector(lambda claims, h: None, ["a", "b"], "x")
+
+
+def test_selecting_backbone_checks_its_pairs_like_any_backbone():
+    """A string was read one character per premise ([0.0] for ('a', 'x')), a None hypothesis failed inside the
+    tokenizer, and a num_base of the wrong length raised an IndexError."""
+    seen = FunctionBackbone(lambda premises, hypotheses: [len(p) / 10 for p in premises])
+    wrapped = SelectingBackbone(seen, "all")
+    assert wrapped.entailment_probs((p for p in [["a", "b"]]), ["x"]) == [0.2]  # any iterable, as check_pairs takes
+    with pytest.raises(TypeError, match="not a single string"):
+        wrapped.entailment_probs("a", "x")
+    with pytest.raises(TypeError, match="pair 0 holds NoneType"):
+        wrapped.entailment_probs([["a"]], [None])
+    for bad in ([5], [0, 0], [-1], [True]):
+        with pytest.raises(ValueError, match="num_base=.* must hold one count per premise list"):
+            wrapped.entailment_probs([["a"]], ["x"], num_base=bad)

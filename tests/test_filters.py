@@ -82,6 +82,20 @@ def test_validation(reranker):
         AresFilter(reranker, threshold=0.5)({"prompt": ["a"], "text": ["a"]})
 
 
+def test_keep_mask_checks_the_scores_it_is_given(reranker):
+    """Given scores were used as they came: one score for two prompts gave a one-entry mask, three for one prompt
+    a mask of three, and 7.0 passed the threshold."""
+    ares_filter = AresFilter(reranker, threshold=0.5, top_k=1)
+    assert ares_filter.keep_mask(PROMPTS, COMPLETIONS, scores=SCORES) == ares_filter.keep_mask(PROMPTS, COMPLETIONS)
+    with pytest.raises(ValueError, match="1 scores for 2 prompts and 2 completions"):
+        ares_filter.keep_mask(["a", "b"], ["a", "b"], scores=[0.5])
+    with pytest.raises(ValueError, match="3 scores for 1 prompts"):
+        ares_filter.keep_mask(["a"], ["a"], scores=[0.5, 0.6, 0.7])
+    for bad in (7.0, -0.1, float("nan"), "0.5", True):
+        with pytest.raises(ValueError, match=r"scores\[1\]=.* must be a number in \[0, 1\] or None"):
+            ares_filter.keep_mask(["a", "a"], ["a", "b"], scores=[0.5, bad])
+
+
 # -- datasets' defaults, batch borders, fingerprint and num_proc ------------------------------------------------------
 def test_dataset_filter_and_map_without_batched_true(reranker):
     ds = Dataset.from_dict({"prompt": PROMPTS, "completion": COMPLETIONS, "id": list(range(7))})

@@ -484,8 +484,13 @@ def test_numpy_scalars_are_accepted_and_stored_as_python_numbers():
     config = AresConfig(eps=np.float32(0.2), delta=np.float64(0.05), prior=np.float32(1.0), seed=np.int64(3),
                         max_masks=np.int32(8), prune_mass=np.float32(0.1), base_priors=np.array([1.0, 0.9]))
     assert type(config.eps) is float and type(config.seed) is int and type(config.max_masks) is int
-    assert config.base_priors == [1.0, pytest.approx(0.9)] and all(type(p) is float for p in config.base_priors)
+    assert config.base_priors == (1.0, pytest.approx(0.9)) and all(type(p) is float for p in config.base_priors)
     json.dumps(dataclasses.asdict(config))  # records and cache keys serialize it
+    with pytest.raises(TypeError):  # a list changed in place skipped every check (NaN scored 0.0 in exact mode)
+        config.base_priors[0] = float("nan")
+    for unordered in ({0.1, 0.9}, {0.1: 1.0, 0.9: 1.0}):  # a set has no order, a dict gave its keys
+        with pytest.raises(ValueError, match="one per base claim in order"):
+            AresConfig(base_priors=unordered)
     for bad in ({"eps": np.bool_(True)}, {"max_masks": 8.0}, {"seed": np.float64(1.0)}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             AresConfig(**bad)

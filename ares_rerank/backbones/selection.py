@@ -56,7 +56,7 @@ import re
 from collections import Counter
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
-from .base import Backbone, call_backbone
+from .base import Backbone, call_backbone, check_pairs
 
 
 __all__ = [
@@ -401,14 +401,16 @@ class SelectingBackbone:
     ) -> list[float]:
         """Select premises, then ask the wrapped backbone; ``num_base`` (base claims first) is recounted after
         selection and passed on to backbones that take it."""
-        if len(premises) != len(hypotheses):
-            raise ValueError(
-                f"SelectingBackbone.entailment_probs got {len(premises)} premise lists for {len(hypotheses)} "
-                "hypotheses: pass one premise list per hypothesis."
-            )
+        premises, hypotheses = check_pairs(premises, hypotheses, "SelectingBackbone.entailment_probs")
+        if num_base is not None:
+            num_base = list(num_base)
+            if len(num_base) != len(premises) or not all(
+                    isinstance(n, numbers.Integral) and not isinstance(n, bool) and 0 <= n <= len(claims)
+                    for n, claims in zip(num_base, premises)):
+                raise ValueError(f"SelectingBackbone.entailment_probs: num_base={num_base!r:.80} must hold one count "
+                                 f"per premise list ({len(premises)}), each between 0 and that list's length.")
         selected, kept_base = [], []
         for i, (claims, hypothesis) in enumerate(zip(premises, hypotheses)):
-            claims = list(claims)
             kept = apply_selector(self.selector, claims, hypothesis)
             selected.append([claims[j] for j in kept])
             if num_base is not None:

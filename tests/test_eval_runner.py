@@ -128,6 +128,24 @@ def test_eval_subcommand_sample(tmp_path, capsys):
     assert "sample 6/20" in capsys.readouterr().out
 
 
+def test_eval_keeps_results_of_other_settings_unless_overwrite(tmp_path, capsys):
+    """Every run of a task and backbone writes one file name; a run with another --n, --eps or --methods replaced
+    the earlier results without a word."""
+    base = ["eval", "--task", "claimtrees", "--length", "4", "--methods", "ares", "--out", str(tmp_path),
+            "--no-cache", "--no-progress"]
+    assert cli_main([*base, "--n", "5"]) == 0
+    path = next(tmp_path.glob("*.json"))
+    assert cli_main([*base, "--n", "5"]) == 0  # the same settings: a rerun replaces it
+    first = path.read_bytes()
+    for other in (["--n", "6"], ["--n", "5", "--eps", "0.2"], ["--n", "5", "--methods", "ares,entail-prev"]):
+        capsys.readouterr()
+        assert cli_main([*base, *other]) == 2, other
+        assert "holds the results of a run with other settings" in capsys.readouterr().err
+        assert path.read_bytes() == first
+    assert cli_main([*base, "--n", "6", "--overwrite"]) == 0
+    assert json.loads(path.read_text())["task"]["num_chains"] == 6
+
+
 def test_eval_writes_under_the_working_directory_by_default(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     code = cli_main(["eval", "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "ares", "--name", "w",

@@ -13,7 +13,9 @@ in ``<out>/cache`` unless ``--cache-dir`` names another folder. PRMBench and BIG
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run_group.add_argument("--refresh", action="store_true", help="Re-score every chain and overwrite the cache.")
     run_group.add_argument("--out", default=DEFAULT_OUT, help=f"Results folder (default ./{DEFAULT_OUT}).")
     run_group.add_argument("--name", default=None, help="Results file stem (default: task key + backbone).")
+    run_group.add_argument("--overwrite", action="store_true",
+                           help="Replace an existing results file made with other settings (refused otherwise, "
+                                "before any work; a rerun with the same settings replaces it).")
     options.add_run_arguments(parser, batch_size=32, unit="Chains per backbone wave (and cache save):")
 
 
@@ -93,6 +98,26 @@ def task_from_args(args: argparse.Namespace) -> Any:
     return task if args.sample is None else task.subsample(args.sample, args.sample_seed)
 
 
+def check_previous_results(path: Path, settings: dict[str, Any]) -> None:
+    """Refuse, before any work, to replace a results file whose run had other ``settings`` (the keys of the results
+    JSON; ``methods`` compared as a sorted list of names). The same settings again: a rerun, replaced."""
+    if not path.exists():
+        return
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        earlier = None
+    if isinstance(earlier, dict) and isinstance(earlier.get("methods"), dict):
+        earlier = {**earlier, "methods": sorted(earlier["methods"])}
+    settings = json.loads(json.dumps(settings))  # tuples as lists, as the file holds them
+    if isinstance(earlier, dict) and isinstance(earlier.get("task"), dict):
+        earlier = {**earlier, "task": {k: earlier["task"].get(k) for k in settings["task"]}}
+    differ = [key for key, value in settings.items() if not isinstance(earlier, dict) or earlier.get(key) != value]
+    if differ:
+        raise ValueError(f"--out: {str(path)!r} holds the results of a run with other settings ({', '.join(differ)}): "
+                         "pass --name <stem> to keep both, or --overwrite to replace it.")
+
+
 def run(args: argparse.Namespace) -> int:
     from ..evaluation import ScoreCache, backbone_key, evaluate, write_results
     from ..io import check_output_dir
@@ -109,14 +134,21 @@ def run(args: argparse.Namespace) -> int:
         check_output_dir(args.cache_dir, flag="--cache-dir")
     task = task_from_args(args)
     load_options = options.backbone_options(args)
-    backbone = options.backbone_from_args(args)
+    config = options.config_from_args(args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     out_dir = Path(args.out)
+    stem = args.name or f"{task.key}__{backbone_key(args.backbone, args.kind)}"
+    if not args.overwrite:
+        check_previous_results(out_dir / f"{stem}.json", {
+            "task": {"name": task.name, "key": task.key, "info": task.info, "num_chains": len(task.chains)},
+            "backbone": args.backbone, "backbone_options": load_options or {}, "config": asdict(config),
+            "methods": sorted(methods)})
+    backbone = options.backbone_from_args(args)
     cache = None if args.no_cache else ScoreCache(args.cache_dir or out_dir / "cache")
-    results = evaluate(task, backbone, methods, options.config_from_args(args), backbone_name=args.backbone,
+    results = evaluate(task, backbone, methods, config, backbone_name=args.backbone,
                        backbone_kind=args.kind, backbone_options=load_options, cache=cache, refresh=args.refresh,
                        batch_size=args.batch_size, progress=not args.no_progress)
-    path = write_results(results, out_dir, args.name or f"{task.key}__{backbone_key(args.backbone, args.kind)}")
+    path = write_results(results, out_dir, stem)
     print((path.with_suffix(".md")).read_text(encoding="utf-8"))
     print(f"wrote {path} and {path.with_suffix('.md').name}")
     return 0

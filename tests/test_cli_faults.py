@@ -186,7 +186,7 @@ def test_eval_and_distributed_outputs_survive_a_full_disk(tmp_path):
     (results / "mine.md").write_text(OLD * 200)
     before = _snapshot(results)
     done = _cli(["eval", "--task", "claimtrees", "--length", "5", "--n", "20", "--methods", "ares,entail-prev",
-                 "--out", str(results), "--name", "mine", "--no-progress"], tmp_path, max_bytes=3000)
+                 "--out", str(results), "--name", "mine", "--no-progress", "--overwrite"], tmp_path, max_bytes=3000)
     assert "File too large" in _one_line_error(done)
     assert {k: v for k, v in _snapshot(results).items() if not k.startswith("cache")} == before
 

@@ -33,6 +33,8 @@ _MODES = ("auto", "exact", "sample")
 # Upper bound of AresConfig.max_masks: exact mode then holds at most 16 x 65,536 masks of a chain (about 100 MB of
 # mask rows at 100 claims); far beyond what exact mode is for.
 MAX_MASKS = 65_536
+#: Default of ``AresConfig.max_evaluations``: distinct backbone evaluations ARES may ask for one chain.
+DEFAULT_MAX_EVALUATIONS = 20_000
 #: Default of ``AresConfig.max_samples``: trajectories per chain in sample mode (eps = 0.01 needs 26,492 at m = 10).
 DEFAULT_MAX_SAMPLES = 100_000
 #: Sample mode's ``(N, claims)`` boolean mask matrix may not exceed this many bytes (N trajectories x claims).
@@ -88,6 +90,14 @@ class AresConfig:
                           "265 at m = 10 steps, 841 at m = 10^6). Memory: about N x claims bytes."},
     )
 
+    max_evaluations: int | None = field(
+        default=DEFAULT_MAX_EVALUATIONS,
+        metadata={"help": "Refuse (ValueError) a chain once ARES has asked the backbone for more than this many "
+                          "distinct evaluations on it, so that one long chain under an uncertain backbone cannot run "
+                          "for hours (a 1,000-step chain in sample mode asked 490,000); None = no limit. Our "
+                          "benchmarks stay under 400 a chain (ClaimTrees-60, PRMBench, BIG-Bench Mistake, recipes)."},
+    )
+
     def __post_init__(self) -> None:
         for name in ("eps", "delta"):
             value = getattr(self, name)
@@ -128,6 +138,11 @@ class AresConfig:
             raise ValueError(f"AresConfig(threshold={self.threshold!r}) must lie in [0, 1].")
         if not _is_int(self.seed) or self.seed < 0:
             raise ValueError(f"AresConfig(seed={self.seed!r}) must be a non-negative integer, e.g. 0.")
+        if self.max_evaluations is not None and (not _is_int(self.max_evaluations) or self.max_evaluations < 1):
+            raise ValueError(
+                f"AresConfig(max_evaluations={self.max_evaluations!r}) must be a positive integer (backbone "
+                f"evaluations per chain), e.g. {DEFAULT_MAX_EVALUATIONS}, or None for no limit."
+            )
         if not _is_int(self.max_samples) or self.max_samples < 1:
             raise ValueError(
                 f"AresConfig(max_samples={self.max_samples!r}) must be a positive integer (trajectories per chain), "
@@ -140,6 +155,8 @@ class AresConfig:
             setattr(self, name, int(getattr(self, name)))
         if self.max_masks is not None:
             self.max_masks = int(self.max_masks)
+        if self.max_evaluations is not None:
+            self.max_evaluations = int(self.max_evaluations)
         if self.prune_mass is not None:
             self.prune_mass = float(self.prune_mass)
         if self.base_priors is not None:  # a tuple: changed in place, a list would skip these checks

@@ -72,6 +72,7 @@ __all__ = [
     "MAX_SAMPLE_BYTES",
     "AresConfig",
     "ares_scores",
+    "check_evaluations",
     "check_sample_size",
     "sample_size",
 ]
@@ -413,6 +414,17 @@ def ares_scores(chains: Sequence[Chain], backbone: Backbone, config: AresConfig 
     return [run.result() for run in runs]
 
 
+def check_evaluations(chain: Chain, step: int, evaluations: int, limit: int | None) -> None:
+    """Raise a ValueError once ``evaluations`` (distinct backbone inputs asked for ``chain`` so far, up to step
+    ``step``) pass ``limit`` (``AresConfig.max_evaluations``; ``None``: no limit), before the backbone is called."""
+    if limit is not None and evaluations > limit:
+        raise ValueError(
+            f"chain {chain.id or ''!r}: ARES needs more than max_evaluations={limit} distinct backbone evaluations "
+            f"by step {step + 1} of {chain.num_steps} ({evaluations} so far): a long chain under an uncertain "
+            "backbone. Raise AresConfig(max_evaluations=...) (None: no limit) or eps, or score shorter chains."
+        )
+
+
 def _evaluate_wave(runs: list[_Run], backbone: Backbone) -> None:
     """Fill each run's memo for its current step with ONE backbone call over all distinct missing inputs."""
     todo: list[tuple[_Run, tuple[int, tuple[int, ...]], int]] = []
@@ -425,6 +437,7 @@ def _evaluate_wave(runs: list[_Run], backbone: Backbone) -> None:
             index = batch.add([claims[i] for i in included], hypothesis, sum(1 for i in included if i < n), key=read)
             todo.append((run, key, index))
             run.evals[run.k] += 1
+        check_evaluations(run.chain, run.k, sum(run.evals), run.config.max_evaluations)
     values = batch.call(backbone)
     for run, key, i in todo:
         run.memo[key] = float(values[i])

@@ -494,3 +494,33 @@ def test_numpy_scalars_are_accepted_and_stored_as_python_numbers():
     for bad in ({"eps": np.bool_(True)}, {"max_masks": 8.0}, {"seed": np.float64(1.0)}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             AresConfig(**bad)
+
+
+def test_one_long_uncertain_chain_is_refused_at_max_evaluations_and_the_others_still_score():
+    """Nothing bounded ARES's work on one chain: a 1,000-step chain under an uncertain backbone asked 490,000
+    evaluations (72 s with a trivial function; hours with a model). The limit is checked before each backbone call."""
+    import hashlib
+
+    from ares_rerank import AresReranker, AresReward, Chain, FunctionBackbone, score_chains
+    from ares_rerank.config import AresConfig
+
+    def uncertain(premises, hypotheses):  # deterministic, in (0.05, 0.95): every mask matters
+        return [0.05 + 0.9 * int(hashlib.md5(("|".join(p) + h).encode()).hexdigest()[:6], 16) / 0xFFFFFF
+                for p, h in zip(premises, hypotheses)]
+
+    calls = []
+    backbone = FunctionBackbone(lambda p, h: calls.append(len(p)) or uncertain(p, h))
+    long_chain = Chain(["The problem."], [f"Step {k} says something." for k in range(60)], id="long")
+    with pytest.raises(ValueError, match=r"chain 'long': ARES needs more than max_evaluations=300 .* Raise "
+                                         r"AresConfig\(max_evaluations=...\)"):
+        score_chains([long_chain], backbone, config=AresConfig(max_evaluations=300))
+    assert sum(calls) <= 300  # stopped before the call that would pass it
+    assert score_chains([long_chain], backbone, config=AresConfig(max_evaluations=None))[0].evaluations > 300
+    for bad in (0, -1, 1.5, True, "100"):
+        with pytest.raises(ValueError, match="max_evaluations="):
+            AresConfig(max_evaluations=bad)
+    reward = AresReward(AresReranker(backbone, prompt_split="lines", config=AresConfig(max_evaluations=300)))
+    short = "\n\n".join(f"Step {k} says something." for k in range(3))
+    long = "\n\n".join(long_chain.steps)
+    values = reward(prompts=["The problem."] * 2, completions=[long, short])
+    assert values[0] is None and isinstance(values[1], float)

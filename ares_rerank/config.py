@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_MAX_SAMPLES",
     "MAX_MASKS",
     "MAX_SAMPLE_BYTES",
+    "SAMPLE_ROW_BYTES",
     "AresConfig",
     "check_sample_size",
     "log_union",
@@ -37,8 +38,12 @@ MAX_MASKS = 65_536
 DEFAULT_MAX_EVALUATIONS = 20_000
 #: Default of ``AresConfig.max_samples``: trajectories per chain in sample mode (eps = 0.01 needs 26,492 at m = 10).
 DEFAULT_MAX_SAMPLES = 100_000
-#: Sample mode's ``(N, claims)`` boolean mask matrix may not exceed this many bytes (N trajectories x claims).
+#: Sample mode's memory may not exceed this many bytes: the ``(N, claims)`` boolean mask matrix and
+#: :data:`SAMPLE_ROW_BYTES` of temporaries per trajectory.
 MAX_SAMPLE_BYTES = 2**30
+#: Bytes per trajectory besides its mask row: float64 draws, int64 row sums and indices (measured: a 1-step chain at
+#: N = 16.6 M peaked at 683 MB, 41 bytes a trajectory).
+SAMPLE_ROW_BYTES = 40
 
 
 @dataclass
@@ -87,7 +92,7 @@ class AresConfig:
         default=DEFAULT_MAX_SAMPLES,
         metadata={"help": "Sample mode: refuse (ValueError) a chain that needs more trajectories than this, "
                           "N = ceil(ln(2m/delta) / (2 eps^2)), before allocating anything (eps = delta = 0.1 needs "
-                          "265 at m = 10 steps, 841 at m = 10^6). Memory: about N x claims bytes."},
+                          "265 at m = 10 steps, 841 at m = 10^6). Memory: about N x (claims + 40) bytes."},
     )
 
     max_evaluations: int | None = field(
@@ -252,7 +257,8 @@ def check_sample_size(num_steps: int, config: AresConfig, chain: Chain | None = 
     """The N of sample mode for a chain of ``num_steps`` steps, or a ValueError when it exceeds the bounds.
 
     Two bounds, both checked before any allocation: ``config.max_samples`` trajectories, and
-    :data:`MAX_SAMPLE_BYTES` for the ``(N, claims)`` mask matrix (one byte per trajectory and claim).
+    :data:`MAX_SAMPLE_BYTES` for the ``(N, claims)`` mask matrix (one byte per trajectory and claim) with
+    :data:`SAMPLE_ROW_BYTES` of temporaries per trajectory.
     """
     needed = _required_samples(num_steps, config.eps, config.delta)
     where = f"chain {chain.id!r} of {num_steps} steps" if chain is not None and chain.id is not None else (
@@ -268,15 +274,16 @@ def check_sample_size(num_steps: int, config: AresConfig, chain: Chain | None = 
         raise ValueError(
             f"AresConfig(eps={config.eps!r}, delta={config.delta!r}) needs {shown} for {where}{why} "
             f"(N = ceil(ln(2m/delta) / (2 eps^2))), more than max_samples={config.max_samples:,}: {raise_eps}, or "
-            "raise max_samples if the memory (about N x claims bytes) and time are acceptable."
+            f"raise max_samples if the memory (about N x (claims + {SAMPLE_ROW_BYTES}) bytes) and time are acceptable."
         )
     n_samples = math.ceil(needed)
     claims = num_steps if chain is None else chain.num_base + chain.num_steps
-    if n_samples * claims > MAX_SAMPLE_BYTES:
+    if n_samples * (claims + SAMPLE_ROW_BYTES) > MAX_SAMPLE_BYTES:
         raise ValueError(
-            f"sample mode for {where} and {claims} claims needs a {n_samples:,} x {claims} mask matrix "
-            f"({_size(n_samples * claims)}), more than the {_size(MAX_SAMPLE_BYTES)} bound: raise eps or delta (fewer "
-            "trajectories), or split the chain."
+            f"sample mode for {where} and {claims} claims needs a {n_samples:,} x {claims} mask matrix and "
+            f"{SAMPLE_ROW_BYTES} bytes a trajectory of temporaries ({_size(n_samples * (claims + SAMPLE_ROW_BYTES))}), "
+            f"more than the {_size(MAX_SAMPLE_BYTES)} bound: raise eps or delta (fewer trajectories), or split the "
+            "chain."
         )
     return n_samples
 

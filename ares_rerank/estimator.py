@@ -62,7 +62,15 @@ import numpy as np
 from .backbones.base import Backbone, PairBatch
 from .backbones.selection import premise_selector
 from .chain import Chain, ChainScores
-from .config import DEFAULT_MAX_SAMPLES, MAX_SAMPLE_BYTES, AresConfig, check_sample_size, log_union, sample_size
+from .config import (
+    DEFAULT_MAX_SAMPLES,
+    MAX_SAMPLE_BYTES,
+    SAMPLE_ROW_BYTES,
+    AresConfig,
+    check_sample_size,
+    log_union,
+    sample_size,
+)
 
 
 # AresConfig and the sample-size checks live in config.py; they stay importable from here, where users found them.
@@ -259,7 +267,8 @@ class _Run:
             n_samples = sample_size(chain.num_steps, cfg.eps, cfg.delta)
         except ValueError:  # more than a float counts: sample mode would refuse the chain too
             n_samples = math.inf
-        return min(n_samples / 4.0, cfg.max_samples, MAX_SAMPLE_BYTES // (chain.num_base + chain.num_steps))
+        return min(n_samples / 4.0, cfg.max_samples,
+                   MAX_SAMPLE_BYTES // (chain.num_base + chain.num_steps + SAMPLE_ROW_BYTES))
 
     def tail_size(self) -> float:
         """Trajectories the tail needs once the dropped mass passed 2 eps (within it, the hard bound holds): the least

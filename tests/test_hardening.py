@@ -524,3 +524,14 @@ def test_one_long_uncertain_chain_is_refused_at_max_evaluations_and_the_others_s
     long = "\n\n".join(long_chain.steps)
     values = reward(prompts=["The problem."] * 2, completions=[long, short])
     assert values[0] is None and isinstance(values[1], float)
+
+
+def test_the_sample_memory_bound_counts_the_per_trajectory_temporaries():
+    """The bound counted the N x claims mask matrix only: a 1-step chain at N = 16.6 M was "33 MB" and peaked at
+    683 MB (float64 draws, int64 sums and indices: ~40 bytes a trajectory), so the 1 GiB bound allowed ~20 GiB."""
+    from ares_rerank.config import MAX_SAMPLE_BYTES, SAMPLE_ROW_BYTES, AresConfig, sample_size
+
+    eps = 2.2e-4  # N ~ 31 M for one step: 31 MB of mask matrix, ~1.3 GB in all
+    assert sample_size(1, eps, 0.1) * 2 < MAX_SAMPLE_BYTES < sample_size(1, eps, 0.1) * (1 + SAMPLE_ROW_BYTES)
+    with pytest.raises(ValueError, match="bytes a trajectory of temporaries"):
+        AresConfig(mode="sample", eps=eps, max_samples=10**10)

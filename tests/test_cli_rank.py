@@ -70,6 +70,12 @@ def test_rank_empty_candidate_and_bad_input(tmp_path, capsys):
     (row,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert row["scores"] == [None, 0.0]
     assert row["ranking"] == [{"corpus_id": 1, "index": 1, "score": 0.0}, {"corpus_id": 0, "index": 0, "score": None}]
+    assert row["best_index"] == 1
+    path.write_text(json.dumps({"prompt": "I have A1", "candidates": ["", " \u200b "]}) + "\n")
+    assert main(["rank", "--input", str(path), "--output", str(out), "--overwrite", "--no-progress",
+                 *ORACLE_ARGS]) == 0
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert row["scores"] == [None, None] and row["best_index"] is None  # no candidate scored: none is best
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "p", "candidates": ["a"]}\n{"prompt": "p"}\n')
     assert main(["rank", "--input", str(bad), *ORACLE_ARGS]) == 2

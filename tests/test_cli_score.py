@@ -116,3 +116,19 @@ def test_chain_ids_are_strings_or_integers_and_null_means_the_line_number(tmp_pa
     src.write_text(json.dumps({"id": {"x": 1}, "base_claims": [], "steps": ["a"]}) + "\n")
     assert main(["score", str(src), "--backbone", "claimtrees-oracle", "--no-progress"]) == 2
     assert "ids.jsonl:1 id={'x': 1} must be a string or an integer" in capsys.readouterr().err
+
+
+def test_score_says_when_the_backbone_window_dropped_premises(tmp_path, capsys, tiny_nli_path):
+    """30 long premises behind a 64-token window: the summary read "[exact, bound 0]" with 28 premises unseen."""
+    claims = [f"Claim {i}: " + " ".join(f"word{i}x{j}" for j in range(20)) for i in range(30)]
+    data = tmp_path / "wide.jsonl"
+    data.write_text(json.dumps({"base_claims": claims, "steps": ["Claim 3 holds, so it follows."]}) + "\n")
+    argv = ["score", str(data), "--backbone", str(tiny_nli_path), "--kind", "nli", "--no-progress",
+            "--backbone-options", json.dumps({"premise_selection": "all", "max_length": 64})]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "note: the backbone's input window dropped" in err and "from 1 inputs" in err
+    small = tmp_path / "small.jsonl"
+    small.write_text(json.dumps({"base_claims": ["A b."], "steps": ["C d."]}) + "\n")
+    assert main([*argv[:1], str(small), *argv[2:]]) == 0
+    assert "input window" not in capsys.readouterr().err  # nothing left out, nothing said

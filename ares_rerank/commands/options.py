@@ -38,6 +38,7 @@ __all__ = [
     "open_results",
     "positive",
     "step_separator",
+    "window_notice",
 ]
 
 
@@ -248,6 +249,22 @@ def open_results(args: argparse.Namespace, source: Path) -> Any:
     settings = {k: v for k, v in sorted(vars(args).items()) if k not in _NOT_RESULT_SETTINGS}
     settings.update(command=args.command, input=file_signature(source))
     return ResumableOutput(args.output, settings, resume=not args.no_resume and str(source) != "-")
+
+
+def window_notice(backbone: Any) -> str | None:
+    """What the backbone's input window left out of what it scored (``backbone.stats``), as one line for stderr, or
+    ``None`` when it read everything: the certificate bounds the estimate for the inputs the backbone read, so a
+    window that dropped premises must be said, not hidden behind "exact, bound 0"."""
+    stats = getattr(backbone, "stats", None)
+    windowed, dropped = getattr(stats, "pairs_windowed", 0), getattr(stats, "premises_dropped", 0)
+    truncated = getattr(stats, "hypotheses_truncated", 0)
+    if not windowed and not truncated:
+        return None
+    parts = [f"dropped {dropped} premises (least relevant first) from {windowed} inputs"] if windowed else []
+    parts += [f"cut {truncated} steps to their first tokens"] if truncated else []
+    return (f"note: the backbone's input window {' and '.join(parts)}: those scores judge what it read. A premise "
+            "selection such as --backbone-options '{\"premise_selection\": \"relevant:6\"}' or a model with a "
+            "longer window reads the rest.")
 
 
 @contextlib.contextmanager

@@ -4,7 +4,7 @@ Input lines: ``{"prompt": ..., "candidates": [...]}`` (strings or message lists;
 lines: the input record plus ``scores`` (one per candidate, input order; ``null`` for an empty candidate),
 ``step_scores``, ``first_errors``, ``ranking`` (``{"corpus_id", "index", "score"}``, best first, cut to
 ``--top-k``; ``corpus_id`` as in sentence-transformers' ``CrossEncoder.rank``, ``index`` its alias) and
-``best_index``. The prompts of ``--batch-size`` lines are scored in one estimator call.
+``best_index`` (``null`` when no candidate was scored). The prompts of ``--batch-size`` lines are scored in one estimator call.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def _result(record: dict[str, Any], scored: list[dict[str, Any]], top_k: int | N
         "step_scores": [r["step_scores"] for r in scored],
         "first_errors": [r["first_error"] for r in scored],
         "ranking": ranking[:top_k],
-        "best_index": ranking[0]["index"] if ranking else None,
+        "best_index": ranking[0]["index"] if ranking and ranking[0]["score"] is not None else None,  # none scored
     }
 
 
@@ -103,6 +103,9 @@ def _rank_all(args: argparse.Namespace, records: list[dict[str, Any]], results: 
             scored = reranker.score_batch(prompts, candidates)
             results.append([_result(record, one, args.top_k) for record, one in zip(batch, scored)])
             bar.update(len(batch))
+    notice = options.window_notice(backbone)
+    if notice:
+        print(notice, file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:

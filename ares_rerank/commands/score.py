@@ -56,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
     if len(todo) < len(chains):
         print(f"resumed: {len(chains) - len(todo)} chains were already scored by an earlier run", file=sys.stderr)
     _summary(todo, scored, args.method, config.threshold, backbone)
+    notice = options.window_notice(backbone)
+    if notice:
+        print(notice, file=sys.stderr)
     _check_domain(todo, scored, backbone)
     return 0
 

@@ -15,6 +15,8 @@ Any callable ``fn(step_scores: list[float]) -> float`` works too.
 from __future__ import annotations
 
 import math
+import numbers
+from collections.abc import Iterable, Mapping
 from typing import Callable, Sequence, Union
 
 
@@ -90,7 +92,15 @@ def aggregate_scores(step_scores: Sequence[float], aggregate: Aggregate = "final
         ValueError: No step scores, a non-finite step score, or the aggregate returned a non-finite value.
     """
     fn = get_aggregate(aggregate)
-    scores = [float(s) for s in step_scores]
+    if isinstance(step_scores, (str, bytes, Mapping)) or not isinstance(step_scores, Iterable):
+        raise TypeError(f"aggregate_scores(step_scores={step_scores!r:.60}) must be a list of step scores (floats in "
+                        "[0, 1]), e.g. ChainScores.step_scores.")
+    scores = list(step_scores)
+    wrong = next((i for i, s in enumerate(scores) if not isinstance(s, numbers.Real) or isinstance(s, bool)), None)
+    if wrong is not None:  # "12" was read as 12.0, None raised float()'s own TypeError
+        raise TypeError(f"aggregate_scores(step_scores=...) holds {scores[wrong]!r} at step {wrong}: step scores are "
+                        "numbers in [0, 1].")
+    scores = [float(s) for s in scores]
     if not scores:
         raise ValueError("aggregate_scores(step_scores=[]) has nothing to aggregate: a chain has at least one step.")
     bad = [i for i, s in enumerate(scores) if not math.isfinite(s)]
@@ -99,13 +109,16 @@ def aggregate_scores(step_scores: Sequence[float], aggregate: Aggregate = "final
             f"aggregate_scores(step_scores=...) holds {scores[bad[0]]!r} at step {bad[0]} ({len(bad)} non-finite in "
             f"all): step scores must be finite (ARES scores lie in [0, 1]); check the backbone that produced them."
         )
+    outside = next((i for i, s in enumerate(scores) if not 0.0 <= s <= 1.0), None)
+    if outside is not None:
+        raise ValueError(f"aggregate_scores(step_scores=...) holds {scores[outside]!r} at step {outside}: step scores "
+                         "lie in [0, 1] (ARES, the baselines and PRMs give probabilities).")
     value = fn(scores)
-    try:
-        value = float(value)
-    except (TypeError, ValueError) as err:
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):  # a string "0.7" was taken as 0.7
         raise TypeError(
             f"aggregate {aggregate_name(aggregate)!r} returned {value!r}; it must return one float per chain."
-        ) from err
+        )
+    value = float(value)
     if not math.isfinite(value):
         raise ValueError(
             f"aggregate {aggregate_name(aggregate)!r} returned {value!r} for step scores {scores}: return a finite "

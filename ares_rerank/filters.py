@@ -74,13 +74,13 @@ class AresFilter:
         if threshold is not None:
             _check_threshold(threshold, aggregate if aggregate is not None else reranker.aggregate)
         for name, value in (("top_k", top_k), ("group_size", group_size)):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            if value is not None and (not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1):
                 raise ValueError(f"AresFilter({name}={value!r}) must be a positive int or None.")
         if aggregate is not None:
             get_aggregate(aggregate)
         self.reranker = reranker
         self.threshold = None if threshold is None else float(threshold)
-        self.top_k = top_k
+        self.top_k = None if top_k is None else int(top_k)
         self.aggregate = aggregate
         self.prompt_column = prompt_column
         self.completion_column = completion_column
@@ -316,7 +316,7 @@ class _BatchBorders:
 def _check_threshold(threshold: Any, aggregate: Aggregate) -> None:
     """A finite number; in [0, 1] with a built-in aggregate (its scores lie there, so any other value keeps all or
     nothing). A callable aggregate may score on another scale: only finiteness is required then."""
-    if not isinstance(threshold, (int, float)) or isinstance(threshold, bool):
+    if not isinstance(threshold, numbers.Real) or isinstance(threshold, bool):  # numpy floats included
         raise TypeError(f"AresFilter(threshold={threshold!r}) must be a float or None.")
     if not math.isfinite(threshold):
         raise ValueError(

@@ -7,8 +7,9 @@ Data flow: prompts -> (chat template) -> ``model.generate(num_return_sequences=N
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import numbers
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from .aggregate import Aggregate
@@ -132,7 +133,7 @@ def best_of_n(
     if not isinstance(reranker, AresReranker):
         raise TypeError(f"best_of_n(reranker=...) must be an AresReranker, got {type(reranker).__name__}.")
     for name, value in (("n", n), ("max_new_tokens", max_new_tokens), ("batch_size", batch_size)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
             raise ValueError(f"best_of_n({name}={value!r}) must be a positive int.")
     prompts = list(prompts)
     empty = [i for i, p in enumerate(prompts) if isinstance(p, str) and not p.strip() and not use_chat_template]

@@ -19,6 +19,7 @@ assistant messages the completion text.
 from __future__ import annotations
 
 import logging
+import numbers
 import warnings
 from typing import Any, Sequence
 
@@ -372,7 +373,7 @@ class AresReranker:
         show_progress_bar: bool | None = None,
     ) -> list[list[dict[str, Any]]]:
         """:meth:`rank` for many prompts, ``batch_size`` chains per estimator call."""
-        if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
+        if top_k is not None and (not isinstance(top_k, numbers.Integral) or isinstance(top_k, bool) or top_k < 1):
             raise ValueError(f"top_k={top_k!r} must be a positive int or None (all candidates).")
         out = []
         scored = self.score_batch(prompts, completions, aggregate=aggregate, on_error=on_error, batch_size=batch_size,

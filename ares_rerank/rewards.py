@@ -57,6 +57,7 @@ import asyncio
 import json
 import logging
 import math
+import numbers
 import os
 import threading
 from typing import Any, Callable, Mapping, Sequence
@@ -279,7 +280,7 @@ class AresReward:
         if on_error not in ("none", "raise"):
             raise ValueError(f"AresReward(on_error={on_error!r}) is not supported: use 'none' or 'raise'.")
         if unscorable_value is not None and (
-            not isinstance(unscorable_value, (int, float)) or isinstance(unscorable_value, bool)
+            not isinstance(unscorable_value, numbers.Real) or isinstance(unscorable_value, bool)
         ):
             raise TypeError(f"AresReward(unscorable_value={unscorable_value!r}) must be a float or None.")
         if unscorable_value is not None and not math.isfinite(unscorable_value):

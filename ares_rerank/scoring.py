@@ -6,7 +6,9 @@ estimator call each: one backbone call per step wave of the chunk).
 
 from __future__ import annotations
 
+import numbers
 import sys
+from collections.abc import Iterable
 from contextlib import nullcontext
 from typing import Any, Sequence
 
@@ -24,12 +26,13 @@ METHODS = ("ares",) + tuple(sorted(BASELINES)) + CHAIN_BASELINES
 
 def check_batch_size(batch_size: Any, owner: str) -> int | None:
     """``batch_size`` as a positive int or ``None``; a ValueError naming ``owner`` otherwise."""
-    if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1):
+    if batch_size is not None and (not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool)
+                                   or batch_size < 1):  # numpy integers are integers (a config read them so)
         raise ValueError(
             f"{owner}(batch_size={batch_size!r}) must be a positive int (chains per estimator call) or None (all "
             "chains in one call)."
         )
-    return batch_size
+    return None if batch_size is None else int(batch_size)
 
 
 def progress_bar(total: int, show_progress_bar: bool | None, num_batches: int, desc: str, unit: str) -> Any:
@@ -75,6 +78,9 @@ def score_chains(
     """
     if isinstance(chains, Chain):
         raise TypeError("score_chains(chains=...) got a single Chain: pass a list, e.g. score_chains([chain], ...).")
+    if isinstance(chains, (str, bytes)) or not isinstance(chains, Iterable):
+        raise TypeError(f"score_chains(chains={chains!r:.60}) must be a list of Chain objects, e.g. "
+                        "[Chain(base_claims, steps)].")
     chains = list(chains)
     for i, chain in enumerate(chains):
         if not isinstance(chain, Chain):
@@ -84,7 +90,7 @@ def score_chains(
             )
     if config is not None and not isinstance(config, AresConfig):
         raise TypeError(f"score_chains(config=...) must be an AresConfig, got {type(config).__name__}.")
-    if method != "ares" and method not in BASELINES and method not in CHAIN_BASELINES:
+    if not isinstance(method, str) or (method != "ares" and method not in BASELINES and method not in CHAIN_BASELINES):
         raise ValueError(f"score_chains(method={method!r}) is unknown: use one of {list(METHODS)}.")
     size = check_batch_size(batch_size, "score_chains") or max(len(chains), 1)
     starts = range(0, len(chains), size)

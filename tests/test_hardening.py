@@ -535,3 +535,31 @@ def test_the_sample_memory_bound_counts_the_per_trajectory_temporaries():
     assert sample_size(1, eps, 0.1) * 2 < MAX_SAMPLE_BYTES < sample_size(1, eps, 0.1) * (1 + SAMPLE_ROW_BYTES)
     with pytest.raises(ValueError, match="bytes a trajectory of temporaries"):
         AresConfig(mode="sample", eps=eps, max_samples=10**10)
+
+
+def test_internal_errors_and_silent_values_at_the_api_edges_are_clear_errors():
+    """score_chains(None) raised "'NoneType' object is not iterable", method=['ares'] "unhashable type: 'list'";
+    aggregate_scores read '12' as 12.0, [5.0, -3.0] averaged to 1.0, a dict by its keys, and took a custom
+    aggregate's '0.7'; numpy integers were refused as batch sizes and top_k although AresConfig takes them."""
+    import numpy as np
+
+    from ares_rerank import AresFilter, AresReranker, AresReward, ClaimTreesOracle, aggregate_scores, score_chains
+
+    with pytest.raises(TypeError, match=r"score_chains\(chains=None\) must be a list of Chain objects"):
+        score_chains(None, ClaimTreesOracle())
+    with pytest.raises(ValueError, match=r"method=\['ares'\]\) is unknown"):
+        score_chains([], ClaimTreesOracle(), method=["ares"])
+    for bad, error, message in (([None], TypeError, "holds None at step 0"), ("0.5", TypeError, "must be a list"),
+                                (["12"], TypeError, "holds '12' at step 0"), ([5.0, -3.0], ValueError, "lie in \\[0, 1\\]"),
+                                ({0.1: 1.0}, TypeError, "must be a list")):
+        with pytest.raises(error, match=message):
+            aggregate_scores(bad, "mean")
+    with pytest.raises(TypeError, match="returned '0.7'"):
+        aggregate_scores([0.5], lambda scores: "0.7")
+    assert aggregate_scores([0.5, np.float32(0.25)], "mean") == 0.375
+    backbone = FunctionBackbone(lambda premises, hypotheses: [0.5] * len(premises))
+    reranker = AresReranker(backbone)
+    assert score_chains([], backbone, batch_size=np.int64(2)) == []
+    assert AresFilter(reranker, threshold=np.float32(0.1), top_k=np.int64(1)).top_k == 1
+    assert AresReward(reranker, unscorable_value=np.float32(0.0)).unscorable_value == 0.0
+    assert len(reranker.rank_batch(["p"], [["a", "b"]], top_k=np.int64(1))[0]) == 1

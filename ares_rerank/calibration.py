@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .io import write_atomic
+from .io import atomic_open, write_atomic
 
 from .backbones.hub import CALIBRATION_FILE, check_calibration, check_scale, read_calibration
 
@@ -50,6 +50,7 @@ __all__ = [
     "fit_platt",
     "fit_temperature",
     "negative_log_likelihood",
+    "plot_format",
     "read_calibration",
     "reliability_bins",
     "reliability_diagram",
@@ -373,12 +374,13 @@ def reliability_diagram(
     n_bins: int = 15,
     title: str = "Reliability of P(entailment)",
 ) -> Path:
-    """Save a reliability diagram (PNG): share of entailed pairs against mean P(entailment) per bin.
+    """Save a reliability diagram (PNG, or the format of ``path``'s suffix): share of entailed pairs against mean
+    P(entailment) per bin.
 
     Args:
         probs_before: ``(n,)`` P(entailment) before calibration.
         labels: ``(n,)`` 0/1, 1 = entailed.
-        path: Where to write the PNG (parent folders are created).
+        path: Where to write the image, atomically (parent folders are created).
         probs_after: Optional ``(n,)`` probabilities after calibration, drawn beside the first.
         n_bins: Equal-width bins.
         title: Figure title.
@@ -407,10 +409,28 @@ def reliability_diagram(
     fig.suptitle(title)
     fig.tight_layout()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    with atomic_open(path, "wb") as handle:  # appears whole or not at all
+        fig.savefig(handle, format=plot_format(path), dpi=100)
     plt.close(fig)
     return path
+
+
+def plot_format(path: str | Path, flag: str = "path") -> str:
+    """The image format of a plot path, from its suffix (none: PNG), checked before any work: a ValueError naming
+    ``flag`` and the formats matplotlib writes."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if not suffix:
+        return "png"
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    supported = FigureCanvasBase.get_supported_filetypes()
+    if suffix not in supported:
+        raise ValueError(f"{flag}={str(path)!r}: matplotlib writes no '.{suffix}' images; end it in one of "
+                         f"{', '.join('.' + s for s in sorted(supported))} (e.g. .png).")
+    return suffix
 
 
 def write_calibration(directory: str | Path, values: dict[str, Any]) -> Path:

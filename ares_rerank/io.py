@@ -25,6 +25,7 @@ __all__ = [
     "ResumableOutput",
     "atomic_folder",
     "atomic_open",
+    "check_input_file",
     "check_outside_package",
     "check_output_dir",
     "check_output_path",
@@ -50,6 +51,12 @@ def read_utf8(path: str | os.PathLike[str]) -> str:
                          "UTF-8.") from err
 
 
+def check_input_file(path: str | os.PathLike[str]) -> None:
+    """A FileNotFoundError naming ``path`` unless it is a file (or ``-``, standard input)."""
+    if str(path) != "-" and not Path(path).is_file():
+        raise FileNotFoundError(f"input file {str(path)!r} does not exist (or is not a file).")
+
+
 def read_jsonl(path: str | os.PathLike[str]) -> list[tuple[int, Any]]:
     """``(line number, parsed record)`` for each non-empty line of a JSONL file (``-`` reads standard input).
 
@@ -57,8 +64,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[tuple[int, Any]]:
         FileNotFoundError: The file does not exist (the message names it).
         ValueError: The file is not UTF-8, or a line is not JSON (the message names the file and line).
     """
-    if str(path) != "-" and not Path(path).is_file():
-        raise FileNotFoundError(f"input file {str(path)!r} does not exist (or is not a file).")
+    check_input_file(path)
     lines = read_utf8(path).removeprefix("\ufeff").splitlines()  # a byte-order mark, as Windows editors write
     records = []
     for lineno, line in enumerate(lines, 1):

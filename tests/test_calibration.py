@@ -207,6 +207,12 @@ def test_calibrate_command_fits_writes_and_the_loader_applies_the_temperature(tm
 
     assert main(["calibrate", str(folder), "--pairs", str(pairs), "--evaluate-only"]) == 0
     assert not (folder / CALIBRATION_FILE).exists()  # evaluate-only writes nothing
+    # a plot format matplotlib cannot write failed after the head was loaded and fitted, naming no flag
+    assert main(["calibrate", str(folder), "--pairs", str(pairs), "--plot", str(tmp_path / "rel.txt")]) == 2
+    assert not (folder / CALIBRATION_FILE).exists() and not (tmp_path / "rel.txt").exists()
+    assert main(["calibrate", str(folder), "--pairs", str(pairs), "--evaluate-only", "--plot",
+                 str(tmp_path / "rel.svg")]) == 0
+    assert (tmp_path / "rel.svg").read_text().lstrip().startswith("<?xml")
     assert main(["calibrate", str(folder), "--pairs", str(pairs), "--plot", str(tmp_path / "rel.png")]) == 0
     saved = read_calibration(folder)
     head = load_backbone(folder, kind="nli", device="cpu")

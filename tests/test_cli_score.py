@@ -132,3 +132,15 @@ def test_score_says_when_the_backbone_window_dropped_premises(tmp_path, capsys, 
     small.write_text(json.dumps({"base_claims": ["A b."], "steps": ["C d."]}) + "\n")
     assert main([*argv[:1], str(small), *argv[2:]]) == 0
     assert "input window" not in capsys.readouterr().err  # nothing left out, nothing said
+
+
+def test_output_dash_is_standard_output_and_a_missing_input_creates_nothing(tmp_path, capsys, monkeypatch):
+    """'--output -' wrote a file named '-' (an input of '-' is stdin); a missing input failed only after --output's
+    folder had been created."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["score", str(DEMO), "--backbone", "claimtrees-oracle", "--output", "-", "--no-progress"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and all("step_scores" in json.loads(line) for line in lines)
+    assert not (tmp_path / "-").exists()
+    assert main(["score", str(tmp_path / "missing.jsonl"), "--output", str(tmp_path / "new" / "x.jsonl")]) == 2
+    assert "input file" in capsys.readouterr().err and not (tmp_path / "new").exists()

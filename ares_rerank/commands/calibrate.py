@@ -46,7 +46,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--method", default="temperature", choices=list(CALIBRATION_METHODS),
                         help="temperature: one scale (default); platt: scale and entailment bias.")
     parser.add_argument("--bins", type=int, default=15, help="ECE bins.")
-    parser.add_argument("--plot", default=None, help="Write a reliability diagram (PNG) here.")
+    parser.add_argument("--plot", default=None, help="Write a reliability diagram here (PNG; or .svg, .pdf, ... by its "
+                                                     "suffix), atomically.")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--output-dir", default=None,
                         help="Copy the head here and write the temperature into the copy (must not exist yet, or be "
@@ -132,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..backbones.loading import CALIBRATION_FILE, DEFAULT_HEAD_DIR, load_backbone
     from ..calibration import (
-        calibrate, check_bins, entailment_probs_from_logits, reliability_diagram, write_calibration,
+        calibrate, check_bins, entailment_probs_from_logits, plot_format, reliability_diagram, write_calibration,
     )
 
     check_bins(args.bins, "--bins")
@@ -140,10 +141,12 @@ def run(args: argparse.Namespace) -> int:
     folder = target_folder(args.head, args.output_dir) if writes else None  # checked before any work
     if args.plot:
         check_output_path(args.plot, flag="--plot")
+        plot_format(args.plot, flag="--plot")
+    rows = read_pairs(args.pairs) if args.pairs else None  # a bad file fails before the head loads
     # --config pairs hold the premises the config's selection kept (as training encoded them): no second selection
     head = load_backbone(args.head, kind="nli", batch_size=args.batch_size,
                          **({} if args.pairs else {"premise_selection": "all"}))
-    rows = read_pairs(args.pairs) if args.pairs else config_pairs(args.config, args.split)
+    rows = rows if rows is not None else config_pairs(args.config, args.split)
     logits = head.logits([r["premises"] for r in rows], [r["hypothesis"] for r in rows])
     classes = _classes(rows, head)
     report = calibrate(logits, classes, positive_index=head.label_index, n_bins=args.bins, method=args.method,

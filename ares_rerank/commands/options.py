@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ..chain import check_separator
+from ..io import check_input_file
 
 __all__ = [
     "add_backbone_arguments",
@@ -150,7 +151,7 @@ def add_io_arguments(parser: argparse.ArgumentParser, what: str) -> None:
                         help=f"JSONL file of {what} ('-' for standard input); or give --input.")
     parser.add_argument("--input", type=Path, default=None, help="The same as the positional INPUT.")
     parser.add_argument("--output", type=Path, default=None,
-                        help="Write JSONL results here (default: standard output). Checked before any work; results "
+                        help="Write JSONL results here (default, or '-': standard output). Checked before any work; results "
                              "go batch by batch to .<name>.partial beside it and replace the file only when complete, "
                              "so a stopped run leaves the old file intact and a rerun resumes.")
     parser.add_argument("--no-resume", action="store_true",
@@ -167,6 +168,7 @@ def input_path(args: argparse.Namespace) -> Path:
     path = args.input if args.input is not None else args.input_file
     if path is None:
         raise ValueError("no input: give a JSONL file (positional INPUT or --input), or '-' for standard input.")
+    check_input_file(path)  # before --output's folder is created or the backbone loads
     return path
 
 
@@ -238,7 +240,7 @@ def open_results(args: argparse.Namespace, source: Path) -> Any:
     are already done."""
     from ..io import ResumableOutput, check_output_path, file_signature, is_stream
 
-    if args.output is None:
+    if args.output is None or str(args.output) == "-":  # '-' is standard output, as an input of '-' is stdin
         return _StreamOutput()
     if is_stream(args.output):
         return _StreamOutput(args.output)

@@ -54,6 +54,9 @@ class Chain:
         id: str | None = None,
         meta: dict[str, Any] | None = None,
     ) -> None:
+        if id is not None and not isinstance(id, str):  # a list was kept, and hashing the chain then failed
+            raise TypeError(f"Chain(id={_short(id)}) is {type(id).__name__}: pass a string (e.g. str({_short(id)})) or "
+                            "None.")
         base_claims = _as_str_tuple(base_claims, "base_claims", id)
         steps = _as_str_tuple(steps, "steps", id)
         if not steps:

@@ -135,6 +135,14 @@ def test_a_literal_separator_splits_windows_and_old_mac_line_endings():
     assert split_steps("a\r\nb|c", "\r\n") == ["a", "b|c"]  # a separator that names \r is taken as written
 
 
+def test_a_chain_id_is_text():
+    """Chain(id=[5]) was kept, and hashing the chain (a set of chains, a cache key) then failed."""
+    assert Chain([], ["x"], id="c-1").id == "c-1" and Chain([], ["x"]).id is None
+    for bad in ([5], 5, 1.5, b"c"):
+        with pytest.raises(TypeError, match=r"Chain\(id=.*\) is .*: pass a string"):
+            Chain([], ["x"], id=bad)
+
+
 def test_a_step_of_only_invisible_characters_is_blank():
     for invisible in ("\u200b", " \u200d\ufeff "):
         with pytest.raises(ValueError, match=r"steps\[0\] is blank"):

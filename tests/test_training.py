@@ -404,9 +404,29 @@ def test_settings_that_failed_only_after_training_are_refused_when_parsed(tmp_pa
                          (["--val_fraction", "0"], r"val_fraction=0.0\) must be above 0"),
                          (["--subsets_per_step", "-1"], r"subsets_per_step=-1\) must be an int >= 0"),
                          (["--calibration_bins", "0"], r"calibration_bins=0 must be an integer in \[1, 1000\]"),
-                         (["--torch_threads", "-3"], "torch_threads=-3 must be >= 0")):
+                         (["--torch_threads", "-3"], "torch_threads=-3 must be >= 0"),
+                         (["--learning_rate", "nan"], "learning_rate=nan must be a finite number > 0"),
+                         (["--learning_rate", "0"], "learning_rate=0.0 must be a finite number > 0")):
         with pytest.raises(ValueError, match=match):
             parse_args(base + flags)
+
+
+def test_a_refused_chains_file_leaves_no_empty_run_folder(tmp_path):
+    """The run folder was created before the chains were read, and stayed, empty, when they were refused."""
+    from ares_rerank.training.head import parse_args, train_head
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"steps": 5}\n')
+    mix, args = parse_args(["--chains_file", str(bad), "--output_dir", str(tmp_path / "new" / "run")])
+    with pytest.raises((TypeError, ValueError), match="steps=5"):
+        train_head(mix, args)
+    assert not (tmp_path / "new" / "run").exists()
+    kept = tmp_path / "mine"
+    kept.mkdir()
+    mix, args = parse_args(["--chains_file", str(bad), "--output_dir", str(kept)])
+    with pytest.raises((TypeError, ValueError), match="steps=5"):
+        train_head(mix, args)
+    assert kept.is_dir()  # a folder the user made stays
 
 
 def test_parse_args_reads_yaml_and_lets_flags_override(tmp_path):

@@ -125,6 +125,8 @@ class HeadTrainingArguments(TrainingArguments):
         check_bins(self.calibration_bins, "calibration_bins")  # now, not after training
         if self.torch_threads < 0:
             raise ValueError(f"torch_threads={self.torch_threads} must be >= 0 (0 = torch's default).")
+        if not math.isfinite(self.learning_rate) or self.learning_rate <= 0:  # torch said so only after the model loaded
+            raise ValueError(f"learning_rate={self.learning_rate} must be a finite number > 0, e.g. 5e-4.")
         if not math.isfinite(self.max_train_seconds) or self.max_train_seconds < 0:
             raise ValueError(f"max_train_seconds={self.max_train_seconds} must be a finite number >= 0 (0 = no time "
                              "limit), e.g. 3600.")
@@ -315,10 +317,20 @@ def _accuracy(eval_pred: Any) -> dict[str, float]:
 
 def train_head(mix: MixArguments, args: HeadTrainingArguments) -> TrainedHead:
     """Train, calibrate and save one head to ``output_dir/head`` (and ``export_dir``); see the module docstring."""
+    start = time.time()
+    created = not Path(args.output_dir).exists()
+    prepare_run_dir(args.output_dir, result="head", overwrite=args.overwrite_output_dir)
+    try:
+        return _train_head(mix, args, start)
+    except BaseException:
+        if created and Path(args.output_dir).is_dir() and not any(Path(args.output_dir).iterdir()):
+            Path(args.output_dir).rmdir()  # refused input or an early failure leaves no empty run folder behind
+        raise
+
+
+def _train_head(mix: MixArguments, args: HeadTrainingArguments, start: float) -> TrainedHead:
     from transformers import DataCollatorWithPadding, EarlyStoppingCallback, set_seed
 
-    start = time.time()
-    prepare_run_dir(args.output_dir, result="head", overwrite=args.overwrite_output_dir)
     if args.torch_threads > 0:
         import torch
 

@@ -550,7 +550,8 @@ def test_internal_errors_and_silent_values_at_the_api_edges_are_clear_errors():
     with pytest.raises(ValueError, match=r"method=\['ares'\]\) is unknown"):
         score_chains([], ClaimTreesOracle(), method=["ares"])
     for bad, error, message in (([None], TypeError, "holds None at step 0"), ("0.5", TypeError, "must be a list"),
-                                (["12"], TypeError, "holds '12' at step 0"), ([5.0, -3.0], ValueError, "lie in \\[0, 1\\]"),
+                                (["12"], TypeError, "holds '12' at step 0"),
+                                ([5.0, -3.0], ValueError, "lie in \\[0, 1\\]"),
                                 ({0.1: 1.0}, TypeError, "must be a list")):
         with pytest.raises(error, match=message):
             aggregate_scores(bad, "mean")

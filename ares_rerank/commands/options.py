@@ -151,9 +151,10 @@ def add_io_arguments(parser: argparse.ArgumentParser, what: str) -> None:
                         help=f"JSONL file of {what} ('-' for standard input); or give --input.")
     parser.add_argument("--input", type=Path, default=None, help="The same as the positional INPUT.")
     parser.add_argument("--output", type=Path, default=None,
-                        help="Write JSONL results here (default, or '-': standard output). Checked before any work; results "
-                             "go batch by batch to .<name>.partial beside it and replace the file only when complete, "
-                             "so a stopped run leaves the old file intact and a rerun resumes.")
+                        help="Write JSONL results here (default, or '-': standard output). Checked before any work "
+                             "(an existing file only with --overwrite); results go batch by batch to .<name>.partial "
+                             "beside it and replace the file only when complete, so a stopped run leaves the old file "
+                             "intact and a rerun resumes. A stream (/dev/stdout, a FIFO) is written through.")
     parser.add_argument("--no-resume", action="store_true",
                         help="Discard the partial results of an earlier stopped run instead of continuing them.")
     parser.add_argument("--overwrite", action="store_true",
@@ -265,8 +266,8 @@ def window_notice(backbone: Any) -> str | None:
     parts = [f"dropped {dropped} premises (least relevant first) from {windowed} inputs"] if windowed else []
     parts += [f"cut {truncated} steps to their first tokens"] if truncated else []
     return (f"note: the backbone's input window {' and '.join(parts)}: those scores judge what it read. A premise "
-            "selection such as --backbone-options '{\"premise_selection\": \"relevant:6\"}' or a model with a "
-            "longer window reads the rest.")
+            "selection (--backbone-options '{\"premise_selection\": \"relevant:6\"}') keeps the claims that share "
+            "names with each step within the window; a model with a longer window reads more.")
 
 
 @contextlib.contextmanager

@@ -4,7 +4,8 @@ Input lines: ``{"prompt": ..., "candidates": [...]}`` (strings or message lists;
 lines: the input record plus ``scores`` (one per candidate, input order; ``null`` for an empty candidate),
 ``step_scores``, ``first_errors``, ``ranking`` (``{"corpus_id", "index", "score"}``, best first, cut to
 ``--top-k``; ``corpus_id`` as in sentence-transformers' ``CrossEncoder.rank``, ``index`` its alias) and
-``best_index`` (``null`` when no candidate was scored). The prompts of ``--batch-size`` lines are scored in one estimator call.
+``best_index`` (``null`` when no candidate was scored). The prompts of ``--batch-size`` lines are scored in one
+estimator call.
 """
 
 from __future__ import annotations

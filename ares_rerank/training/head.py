@@ -125,7 +125,7 @@ class HeadTrainingArguments(TrainingArguments):
         check_bins(self.calibration_bins, "calibration_bins")  # now, not after training
         if self.torch_threads < 0:
             raise ValueError(f"torch_threads={self.torch_threads} must be >= 0 (0 = torch's default).")
-        if not math.isfinite(self.learning_rate) or self.learning_rate <= 0:  # torch said so only after the model loaded
+        if not math.isfinite(self.learning_rate) or self.learning_rate <= 0:  # torch said so after the model loaded
             raise ValueError(f"learning_rate={self.learning_rate} must be a finite number > 0, e.g. 5e-4.")
         if not math.isfinite(self.max_train_seconds) or self.max_train_seconds < 0:
             raise ValueError(f"max_train_seconds={self.max_train_seconds} must be a finite number >= 0 (0 = no time "

@@ -146,6 +146,15 @@ def test_eval_keeps_results_of_other_settings_unless_overwrite(tmp_path, capsys)
     assert json.loads(path.read_text())["task"]["num_chains"] == 6
 
 
+def test_eval_length_beyond_the_names_names_the_flag(tmp_path, capsys):
+    """--length 3000 was refused as "num_states=3000 ... use fewer states or longer names": no flag, no usable fix."""
+    from ares_rerank.data.claimtrees import name_capacity
+
+    assert name_capacity(2) == 936 and name_capacity(1) == 26
+    assert cli_main(["eval", "--task", "claimtrees", "--length", "3000", "--out", str(tmp_path), "--no-progress"]) == 2
+    assert "length=3000 is more states than the paper's two-character names give (936)" in capsys.readouterr().err
+
+
 def test_eval_writes_under_the_working_directory_by_default(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     code = cli_main(["eval", "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "ares", "--name", "w",

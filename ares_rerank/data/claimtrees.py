@@ -36,6 +36,7 @@ __all__ = [
     "claimtrees_names",
     "claimtrees_vanilla",
     "load_claimtrees",
+    "name_capacity",
 ]
 
 VARIANTS = ("vanilla", "multi_source", "insertion")
@@ -99,6 +100,14 @@ def _sampled_names(num_states: int, name_length: int) -> tuple[str, ...]:
     return tuple(random.Random(_NAME_SEED).sample(_all_names(name_length), num_states))
 
 
+def name_capacity(name_length: int) -> int:
+    """How many distinct state names of ``name_length`` characters exist (first A-Z, the others A-Z0-9): 936 for the
+    paper's two."""
+    if not isinstance(name_length, int) or isinstance(name_length, bool) or not 1 <= name_length <= 3:
+        raise ValueError(f"name_length={name_length!r} is not supported: use 1, 2 (the paper's) or 3.")
+    return len(_FIRST_CHARS) * len(_OTHER_CHARS) ** (name_length - 1)
+
+
 def claimtrees_names(num_states: int, name_length: int = 2) -> list[str]:
     """The fixed name set for ``num_states`` states: ``random.Random(42).sample(all names, num_states)``.
 
@@ -109,9 +118,7 @@ def claimtrees_names(num_states: int, name_length: int = 2) -> list[str]:
     Returns:
         ``num_states`` distinct names; the same list for the same arguments (cached).
     """
-    if not isinstance(name_length, int) or not 1 <= name_length <= 3:
-        raise ValueError(f"name_length={name_length!r} is not supported: use 1, 2 (the paper's) or 3.")
-    capacity = 26 * 36 ** (name_length - 1)
+    capacity = name_capacity(name_length)
     if not isinstance(num_states, int) or not 1 <= num_states <= capacity:
         raise ValueError(
             f"num_states={num_states!r} must be an int in [1, {capacity}] for name_length={name_length}: "

@@ -12,7 +12,7 @@ Task metadata:
 
 from __future__ import annotations
 
-from ares_rerank.data.claimtrees import load_claimtrees
+from ares_rerank.data.claimtrees import load_claimtrees, name_capacity
 
 from .base import TaskData
 
@@ -64,6 +64,9 @@ def load_task(
     length, sources, depth, valid, inserted = (
         _SHAPE_OPTIONS[name][1] if value is None else value for name, value in given.items())
     shape = {"vanilla": f"{length}", "multi_source": f"s{sources}d{depth}", "insertion": f"v{valid}i{inserted}"}
+    if variant == "vanilla" and isinstance(length, int) and length > name_capacity(2):  # not "num_states=..."
+        raise ValueError(f"length={length} is more states than the paper's two-character names give "
+                         f"({name_capacity(2)}): use length <= {name_capacity(2)} (--length on the command line).")
     chains = load_claimtrees(
         n, length, start=start, variant=variant, sources=sources, depth=depth, valid=valid, inserted=inserted,
         paper_compat=paper_compat,

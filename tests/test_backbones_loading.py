@@ -95,6 +95,20 @@ def test_hub_options_are_accepted_by_every_kind(tiny_prm_path, tiny_causal_lm_pa
     assert load_backbone(tiny_nli_path, **options).temperature == 1.0
 
 
+def test_a_task_model_of_another_kind_is_refused_before_its_weights_load(tmp_path, tiny_prm_path, tiny_nli_path):
+    """Heads that share weight names loaded without a missing key: Qwen2's token classifier as kind='nli' (both name
+    their head score.*) or as a judge (tied lm_head), a BERT sequence classifier as kind='prm', all with meaningless
+    scores (found by an audit, 2026-11-28)."""
+    from ares_rerank import load_backbone
+
+    for path, kind, saved, fix in ((tiny_prm_path, "nli", "ForTokenClassification", "kind='prm'"),
+                                   (tiny_prm_path, "judge", "ForTokenClassification", "kind='prm'"),
+                                   (tiny_nli_path, "prm", "BertForSequenceClassification", "kind='nli'")):
+        with pytest.raises(ValueError, match=f"was saved as .*{saved}, not a model .*load it as {fix}"):
+            load_backbone(str(path), kind=kind, device="cpu")
+    assert load_backbone(str(tiny_prm_path), kind="prm", device="cpu") is not None
+
+
 def test_checkpoints_that_would_score_silently_wrong_are_refused_with_the_folder_named(
         tmp_path, tiny_causal_lm_path, tiny_nli_path):
     """Found by an audit (2026-11-27): a causal LM loaded as kind='prm' got a random head; a folder without tokenizer
@@ -104,7 +118,8 @@ def test_checkpoints_that_would_score_silently_wrong_are_refused_with_the_folder
 
     from ares_rerank import load_backbone
 
-    with pytest.raises(ValueError, match=r"no trained weights for \['score.bias', 'score.weight'\].*kind='prm-causal'"):
+    with pytest.raises(ValueError, match=r"saved as Qwen2ForCausalLM, not a model AutoModelForTokenClassification "
+                                         r"reads .*kind='judge' or 'prm-causal'"):
         load_backbone(str(tiny_causal_lm_path), kind="prm", device="cpu")
     with pytest.raises(TypeError, match="trust_remote_code='False' must be True or False"):
         load_backbone(str(tiny_nli_path), kind="nli", device="cpu", trust_remote_code="False")

@@ -418,6 +418,31 @@ def _unreadable(sources: _Sources, name_or_path: str | Path, err: BaseException)
                       "truncated or corrupt; save or download it again.")
 
 
+# What a checkpoint's config.architectures ends with for each Auto class, and the kind that reads such a model.
+_ARCHITECTURES = {
+    "AutoModelForSequenceClassification": ("ForSequenceClassification",),
+    "AutoModelForTokenClassification": ("ForTokenClassification",),
+    "AutoModelForCausalLM": ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration"),
+}
+_KIND_OF = {"ForSequenceClassification": "'nli'", "ForTokenClassification": "'prm'", "ForCausalLM": "'judge' or "
+            "'prm-causal'", "LMHeadModel": "'judge' or 'prm-causal'", "ForConditionalGeneration": "'judge'"}
+
+
+def _check_architecture(config: Any, cls_name: str, sources: _Sources) -> None:
+    """A ValueError when the checkpoint was saved as another kind of model than ``cls_name`` loads: heads that share
+    weight names (``score.weight`` in Qwen2's sequence and token classifiers; a causal LM's tied ``lm_head``) load
+    without a missing key, and the scores are meaningless. An adapter's base is a bare encoder: not checked."""
+    expected = _ARCHITECTURES.get(cls_name)
+    saved = [a for a in (getattr(config, "architectures", None) or []) if isinstance(a, str)]
+    if sources.adapter is not None or expected is None or not saved or any(a.endswith(expected) for a in saved):
+        return
+    kinds = {kind for suffix, kind in _KIND_OF.items() if any(a.endswith(suffix) for a in saved)}
+    if not kinds:  # a bare encoder (BertModel) or an unknown head: the missing-weights check below speaks for it
+        return
+    raise ValueError(f"{sources.model!r} was saved as {saved[0]}, not a model {cls_name} reads (a "
+                     f"{'/'.join(expected)} model): load it as kind={' / '.join(sorted(kinds))}.")
+
+
 def _load(sources: _Sources, auto_class: str, device: Any, dtype: Any, trust_remote_code: bool,
           model_kwargs: dict[str, Any] | None, calibrated: bool) -> tuple[Any, Any, dict[str, Any]]:
     import transformers
@@ -428,6 +453,7 @@ def _load(sources: _Sources, auto_class: str, device: Any, dtype: Any, trust_rem
     auto_map = getattr(config, "auto_map", None) or {}
     remote_only = trust_remote_code and auto_class not in auto_map and "AutoModel" in auto_map
     cls_name = "AutoModel" if remote_only else auto_class
+    _check_architecture(config, cls_name, sources)  # before any weight is read
     # With an adapter, the base checkpoint lacks the task head (the adapter carries it as a module to save):
     # transformers' "newly initialized" load report would be a false alarm, so it is silenced for that load only.
     verbosity = transformers.logging.get_verbosity()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from typing import Any, Sequence
 
 from . import fingerprint
@@ -88,6 +89,7 @@ class AresFilter:
         self.keep_column = keep_column
         self.group_size = group_size
         self._borders = _BatchBorders()
+        self._pid = os.getpid()  # a copy in another process is a datasets worker (num_proc > 1): it sees one shard
         fingerprint.register(type(self), import_datasets=True)
         fingerprint.register(type(reranker), import_datasets=True)
 
@@ -165,6 +167,13 @@ class AresFilter:
         if self.top_k is not None:
             keys = [_key(p) for p in prompts]
             _check_whole_groups(keys, self.group_size, self.top_k)
+            if self.group_size is None and os.getpid() != self._pid:
+                raise ValueError(
+                    f"AresFilter(top_k={self.top_k}) runs in a datasets worker process (num_proc > 1), which sees one "
+                    "shard: a prompt whose rows are split between two shards would get a top-k in each. Pass "
+                    "group_size= (rows per prompt, whole groups per batch), use num_proc=1, or "
+                    "ares_filter.filter_dataset(ds, num_proc=...), which groups rows by prompt first."
+                )
             if self.group_size is None:
                 self._borders.check(keys, self.top_k)
         return self._keep(prompts, scores)

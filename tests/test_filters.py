@@ -125,6 +125,15 @@ def test_top_k_split_across_batch_borders_refuses_naming_the_fixes(reranker):
         shuffled.filter(top1, batched=True)
 
 
+def test_top_k_in_datasets_workers_is_refused_without_group_size(reranker):
+    """With num_proc > 1 each worker sees one shard: a prompt split between two shards got a top-k in each and an
+    extra row was kept without a word (found by an audit, 2026-11-28)."""
+    ds = Dataset.from_dict({"prompt": PROMPTS, "completion": COMPLETIONS, "id": list(range(7))})
+    with pytest.raises(ValueError, match=r"runs in a datasets worker process \(num_proc > 1\).*group_size="):
+        ds.filter(AresFilter(reranker, top_k=1), batched=True, num_proc=2)
+    assert ds.filter(AresFilter(reranker, threshold=0.5), batched=True, num_proc=2)["id"] == [0, 1, 4, 5, 6]  # fine
+
+
 def test_filter_dataset_is_correct_for_any_order_batch_size_and_num_proc(reranker):
     ds = Dataset.from_dict({"prompt": PROMPTS, "completion": COMPLETIONS, "id": list(range(7))})
     top1 = AresFilter(reranker, top_k=1)

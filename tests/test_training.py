@@ -516,6 +516,27 @@ def test_tiny_prm_head_trains_with_labels_only_on_step_tags(tmp_path, tiny_prm_p
                                live.chain_step_probs(chain.base_claims, chain.steps), rtol=0, atol=1e-6)
 
 
+def test_prm_rows_are_checked_before_they_become_labels():
+    """bool() read the labels "False" and "-" as True (every wrong step trained as correct), a string of completions
+    was split per character, and max_length 0 / -5 gave empty rows / cut the last tag (found by an audit)."""
+    from ares_rerank.training.prm import PRMTrainingArguments, check_row
+
+    check_row(0, {"prompt": "p", "completions": ["a", "b"], "labels": [True, 0]})
+    for row, message in (({"prompt": "p", "completions": ["a", "b"], "labels": ["True", "False"]}, "got 'True'"),
+                         ({"prompt": "p", "completions": ["a", "b"], "labels": ["+", "-"]}, "got '\\+'"),
+                         ({"prompt": "p", "completions": ["a"], "labels": [0.5]}, "got 0.5"),
+                         ({"prompt": "p", "completions": "ab", "labels": [True, False]}, "list of step strings"),
+                         ({"prompt": [{"role": "user", "content": "p"}], "completions": ["a"], "labels": [1]},
+                          "prompt is list"),
+                         ({"prompt": "p", "completions": ["a", "b"], "labels": [1]}, "one label per completion"),
+                         ({"completions": ["a"], "labels": [1]}, "must have prompt, completions and labels")):
+        with pytest.raises(ValueError, match=message):
+            check_row(3, row)
+    for bad in (0, -5):
+        with pytest.raises(ValueError, match=f"--max_length={bad} must be a positive number"):
+            PRMTrainingArguments(model_name_or_path="m", output_dir="/tmp/never-made", max_length=bad)
+
+
 def test_cli_train_forwards_to_the_training_recipe(tmp_path, capsys):
     from ares_rerank.cli import main
 

@@ -29,7 +29,7 @@ from ..backbones.hub import named_load_errors
 from ..io import atomic_folder, check_outside_package, prepare_run_dir
 
 
-__all__ = ["PRMTrainingArguments", "chain_rows", "encode_rows", "load_rows", "load_prm", "train_prm"]
+__all__ = ["PRMTrainingArguments", "chain_rows", "check_row", "encode_rows", "load_rows", "load_prm", "train_prm"]
 
 
 @dataclass
@@ -61,6 +61,8 @@ class PRMTrainingArguments(TrainingArguments):
             raise ValueError("--model_name_or_path is required: a token-classification model folder or hub id.")
         if not self.step_tag:
             raise ValueError("--step_tag must be a non-empty string, e.g. '<extra_0>'.")
+        if self.max_length < 1:  # 0 gave empty rows, -5 cut the last step tag off
+            raise ValueError(f"--max_length={self.max_length} must be a positive number of tokens, e.g. 1024.")
         check_outside_package(self.output_dir, flag="output_dir")
         super().__post_init__()
 
@@ -93,9 +95,30 @@ def load_rows(source: str, num_chains: int = 400) -> list[dict[str, Any]]:
     else:
         raise ValueError(f"dataset={source!r} is neither a JSONL file, a saved Dataset folder, nor 'claimtrees'.")
     for i, row in enumerate(rows):
-        if not {"prompt", "completions", "labels"} <= set(row) or len(row["completions"]) != len(row["labels"]):
-            raise ValueError(f"row {i} must have prompt, completions and one label per completion; got {sorted(row)}.")
+        check_row(i, row)
     return rows
+
+
+def check_row(index: int, row: Any) -> None:
+    """One ``{prompt, completions, labels}`` row, checked: a prompt string, a list of step strings and one label per
+    step, ``True`` / ``1`` (the step is correct) or ``False`` / ``0``; a ValueError naming the row, field and fix."""
+    if not isinstance(row, dict) or not {"prompt", "completions", "labels"} <= set(row):
+        raise ValueError(f"row {index} must have prompt, completions and labels (TRL's stepwise-supervision rows); got "
+                         f"{sorted(row) if isinstance(row, dict) else type(row).__name__}.")
+    prompt, completions, labels = row["prompt"], row["completions"], row["labels"]
+    if prompt is not None and not isinstance(prompt, str):  # a conversation crashed inside the renderer
+        raise ValueError(f"row {index} prompt is {type(prompt).__name__}: a step-tag PRM reads the prompt as text; "
+                         "join a conversation's messages into one string.")
+    if isinstance(completions, str) or not isinstance(completions, (list, tuple)) or not all(
+            isinstance(c, str) for c in completions):  # a string was read one character per step
+        raise ValueError(f"row {index} completions={completions!r:.80} must be a list of step strings.")
+    if not isinstance(labels, (list, tuple)) or len(labels) != len(completions):
+        raise ValueError(f"row {index} labels={labels!r:.80} must be a list with one label per completion "
+                         f"({len(completions)}).")
+    wrong = [label for label in labels if not (isinstance(label, bool) or (type(label) is int and label in (0, 1)))]
+    if wrong:  # bool() read "False" and "-" as True
+        raise ValueError(f"row {index} labels={labels!r:.80} must be True / False (or 1 / 0), 1 = the step is correct; "
+                         f"got {wrong[0]!r}.")
 
 
 def load_prm(args: PRMTrainingArguments) -> tuple[Any, Any]:
@@ -135,7 +158,8 @@ def encode_rows(rows: Sequence[dict[str, Any]], model: Any, tokenizer: Any, args
 
     prm = _renderer(model, tokenizer, args)
     encoded = {"input_ids": [], "labels": []}
-    for row in rows:
+    for index, row in enumerate(rows):
+        check_row(index, row)
         item = prm.encode_chain([row["prompt"]] if row["prompt"] else [], list(row["completions"]))
         labels = [-100] * len(item["input_ids"])
         for position, label in zip(item["tags"], row["labels"]):

@@ -433,8 +433,9 @@ def plot_format(path: str | Path, flag: str = "path") -> str:
     return suffix
 
 
-def write_calibration(directory: str | Path, values: dict[str, Any]) -> Path:
-    """Write (or update) ``ares_calibration.json`` in ``directory``; existing keys not in ``values`` are kept.
+def write_calibration(directory: str | Path, values: dict[str, Any], *, replace: bool = False) -> Path:
+    """Write (or update) ``ares_calibration.json`` in ``directory``; existing keys not in ``values`` are kept, unless
+    ``replace`` (a whole head's own record, as ``save_pretrained`` writes it).
 
     The write is atomic (a temporary file beside it replaces the file when complete; temporary files of killed runs
     are removed). A symlink in place of the file is refused: the calibration belongs to this folder, and writing
@@ -445,6 +446,8 @@ def write_calibration(directory: str | Path, values: dict[str, Any]) -> Path:
         values: At least ``"temperature"`` (> 0); ``"bias"`` (the entailment bias, default 0.0) and anything else
             JSON-serializable (ECE, base model, selection...). Write ``"bias": 0.0`` with a fresh temperature fit,
             or the bias of an earlier Platt fit is kept.
+        replace: Write ``values`` alone, dropping the keys of a file already there (another head's metrics,
+            selection or provenance would otherwise describe this one).
 
     Returns:
         The path of the JSON file.
@@ -461,7 +464,7 @@ def write_calibration(directory: str | Path, values: dict[str, Any]) -> Path:
             f"{path} is a symlink (to {os.readlink(path)!r}): write_calibration never writes through or replaces a "
             "link. Copy the model folder (or remove the link) and calibrate the copy."
         )
-    merged = _existing_calibration(path)
+    merged = {} if replace else _existing_calibration(path)
     merged.update(values)
     check_calibration(merged, path)  # never write a file the loaders would refuse
     write_atomic(path, json.dumps(merged, indent=2, sort_keys=True) + "\n")

@@ -213,3 +213,29 @@ def test_a_full_model_saved_over_an_adapter_folder_loads_as_itself(tiny_nli_path
     assert not (folder / "adapter_config.json").exists() and not (folder / "adapter_model.safetensors").exists()
     reloaded = load_backbone(folder, device="cpu")
     assert reloaded.entailment_probs([["A."]], ["B."]) == pytest.approx(head.entailment_probs([["A."]], ["B."]))
+
+
+def test_save_pretrained_into_an_earlier_heads_folder_writes_this_heads_record(tiny_nli_path, tmp_path):
+    """The calibration file was merged with the one already in the folder: a random head saved over a copy of the
+    default head carried the default head's test metrics, provenance and premise selection (found by an audit)."""
+    import warnings
+
+    from ares_rerank.backbones.hub import CALIBRATION_FILE
+
+    folder = tmp_path / "reused"
+    load_backbone(str(tiny_nli_path), kind="nli", device="cpu", premise_selection="relevant-words:6",
+                  temperature=2.0).save_pretrained(folder)
+    record = json.loads((folder / CALIBRATION_FILE).read_text())
+    record.update({"calibrated_on": "another head's pairs", "test": {"ece": 0.01}})
+    (folder / CALIBRATION_FILE).write_text(json.dumps(record))
+    custom = load_backbone(str(tiny_nli_path), kind="nli", device="cpu",
+                           premise_selection=lambda claims, hypothesis: list(range(len(claims))))
+    with pytest.warns(UserWarning, match="premise selector .* is not saved"):
+        custom.save_pretrained(folder)
+    saved = json.loads((folder / CALIBRATION_FILE).read_text())
+    assert "calibrated_on" not in saved and "test" not in saved and "premise_selection" not in saved
+    assert saved["temperature"] == 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a named rule is saved, no warning
+        load_backbone(str(folder), kind="nli", device="cpu", premise_selection="relevant:6").save_pretrained(folder)
+    assert json.loads((folder / CALIBRATION_FILE).read_text())["premise_selection"] == "relevant:6"

@@ -8,6 +8,7 @@ entailment class after dividing the logits by the calibrated temperature (a 1-lo
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -189,8 +190,10 @@ class EntailmentHead(HFBackbone):
 
         The calibration file records the temperature, the entailment label, the window and (when it is a named one)
         the premise selection, over the record the head was loaded with (:attr:`calibration`: metrics and training
-        provenance are kept). ``README.md`` is written from that record (:func:`model_card`), replacing any card
-        in ``folder`` (peft writes a placeholder).
+        provenance are kept); a calibration file already in ``folder`` is replaced, not merged (another head's
+        metrics or selection would describe this one). A custom premise selector is not saved (a warning says so).
+        ``README.md`` is written from that record (:func:`model_card`), replacing any card in ``folder`` (peft
+        writes a placeholder).
 
         Args:
             folder: Created if needed.
@@ -229,9 +232,13 @@ class EntailmentHead(HFBackbone):
         spec = _selection_spec(self.selector)
         if spec is not None:
             record["premise_selection"] = spec
+        elif self.selector is not None:
+            warnings.warn(f"save_pretrained({str(folder)!r}): the head's premise selector {self.selector!r} is not a "
+                          "named rule and is not saved; pass premise_selection= again when loading the saved head.",
+                          stacklevel=2)
         if base_model is not None:
             record["base_model"] = base_model
-        write_calibration(folder, record)
+        write_calibration(folder, record, replace=True)  # this head's record, not a merge with another head's
         config = getattr(self.model, "config", None)
         labels = {int(k): str(v) for k, v in (getattr(config, "id2label", None) or {}).items()}
         lora_r = _lora_rank(self.model) if adapter else None

@@ -136,3 +136,13 @@ def test_checkpoints_that_would_score_silently_wrong_are_refused_with_the_folder
     weights.write_bytes(weights.read_bytes()[:100])
     with pytest.raises(ValueError, match=r"did not load \(.*\): a file in .*truncated.* may be truncated or corrupt"):
         load_backbone(str(truncated), kind="nli", device="cpu")
+
+
+def test_a_folder_named_like_a_builtin_backbone_is_not_loaded_silently_in_its_place(tmp_path, monkeypatch):
+    """A folder ./default (a saved head) was shadowed by the shipped head without a word (found by an audit)."""
+    from ares_rerank import load_backbone
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "claimtrees-oracle").mkdir()
+    with pytest.warns(UserWarning, match=r"built-in 'claimtrees-oracle', not the folder .*'./claimtrees-oracle'"):
+        load_backbone("claimtrees-oracle")

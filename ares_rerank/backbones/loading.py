@@ -24,6 +24,7 @@ import importlib
 import inspect
 import json
 import re
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -243,6 +244,9 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
         raise error(f"load_backbone(name_or_path={name_or_path!r}) must name a backbone: 'default', a model folder or "
                     "hub id, 'claimtrees-oracle', or 'package.module:attr'.")
     name = str(name_or_path)
+    if name in ("claimtrees-oracle", "default") and Path(name).is_dir():  # the built-in wins: say so
+        warnings.warn(f"load_backbone({name!r}) loads the built-in {name!r}, not the folder ./{name} beside you: pass "
+                      f"'./{name}' for the folder.", stacklevel=2)
     if name == "claimtrees-oracle":
         if kind not in (None, "nli"):
             raise ValueError(f"load_backbone('claimtrees-oracle') is a rule oracle answering entailment (kind='nli'), "

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .aggregate import Aggregate
+from .aggregate import Aggregate, get_aggregate
 from .rerank import AresReranker, rank_records
 from .scoring import progress_bar
 
@@ -135,6 +135,16 @@ def best_of_n(
     for name, value in (("n", n), ("max_new_tokens", max_new_tokens), ("batch_size", batch_size)):
         if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
             raise ValueError(f"best_of_n({name}={value!r}) must be a positive int.")
+    # checked before any generation (a bad aggregate was refused only once every sample was drawn)
+    if aggregate is not None:
+        get_aggregate(aggregate)
+    if seed is not None and (not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0):
+        raise ValueError(f"best_of_n(seed={seed!r}) must be a non-negative int, or None.")
+    if use_chat_template not in (None, True, False):
+        raise ValueError(f"best_of_n(use_chat_template={use_chat_template!r}) must be True, False or None.")
+    if n > 1 and generate_kwargs.get("do_sample") is False:
+        raise ValueError(f"best_of_n(n={n}, do_sample=False): greedy decoding gives one answer, not {n} different "
+                         "samples: drop do_sample=False (or pass n=1).")
     prompts = list(prompts)
     empty = [i for i, p in enumerate(prompts) if isinstance(p, str) and not p.strip() and not use_chat_template]
     if empty:

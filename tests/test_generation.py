@@ -86,6 +86,12 @@ def test_validation(lm, reranker):
         best_of_n(model, tokenizer, PROMPTS, reranker, num_return_sequences=2)
     with pytest.raises(ValueError, match=r"prompts\[1\] are empty strings"):
         best_of_n(model, tokenizer, ["I have A", " "], reranker)
+    # refused before any generation: a bad aggregate only after every sample was drawn, the others deep inside
+    for kwargs, message in (({"aggregate": "maxx"}, "maxx"), ({"seed": "a"}, r"seed='a'\) must be a non-negative int"),
+                            ({"use_chat_template": "yes"}, r"use_chat_template='yes'\) must be True, False or None"),
+                            ({"do_sample": False}, "greedy decoding gives one answer")):
+        with pytest.raises(ValueError, match=message):
+            best_of_n(model, tokenizer, PROMPTS, reranker, n=2, **kwargs)
 
 
 def test_progress_bars_for_long_calls_off_by_flag(lm, reranker, capsys):

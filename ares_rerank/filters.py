@@ -79,6 +79,11 @@ class AresFilter:
                 raise ValueError(f"AresFilter({name}={value!r}) must be a positive int or None.")
         if aggregate is not None:
             get_aggregate(aggregate)
+        columns = {"prompt_column": prompt_column, "completion_column": completion_column,
+                   "score_column": score_column, "keep_column": keep_column}
+        if len(set(columns.values())) < len(columns):  # score_column="completion" replaced the texts with scores
+            raise ValueError(f"AresFilter column names {columns} must differ: the scores would overwrite a column "
+                             "the filter reads (or each other).")
         self.reranker = reranker
         self.threshold = None if threshold is None else float(threshold)
         self.top_k = None if top_k is None else int(top_k)
@@ -215,6 +220,15 @@ class AresFilter:
             num_proc: Processes for the scoring pass (the filter is pickled to each; its hash stays cheap).
             keep_scores: Keep the ``score_column`` in the result.
         """
+        if not callable(getattr(dataset, "map", None)) or not callable(getattr(dataset, "select", None)):
+            raise TypeError(f"AresFilter.filter_dataset(dataset=...) takes a datasets.Dataset, got "
+                            f"{type(dataset).__name__}: for lists use ares_filter.keep_mask(prompts, completions) or "
+                            "filter_completions.")
+        if not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError(f"AresFilter.filter_dataset(batch_size={batch_size!r}) must be a positive int.")
+        if self.score_column in dataset.column_names:  # it would be overwritten, then removed
+            raise ValueError(f"AresFilter.filter_dataset: the dataset already has a column {self.score_column!r}, "
+                             "which the scores would overwrite (and drop): pass score_column= another name.")
         if len(dataset) == 0:  # map writes no column for no rows; nothing to keep
             return dataset
         scored = dataset.map(self._score_rows, batched=True, batch_size=batch_size, num_proc=num_proc,

@@ -207,3 +207,18 @@ def test_fingerprint_hashes_settings_not_weights_and_objects_stay_picklable(rera
     assert ds.map(first.add_scores, batched=True, batch_size=3, num_proc=2)["ares_score"] == one["ares_score"]
     fresh = AresFilter(AresReranker(str(tiny_nli_path), prompt_split="lines"), threshold=0.5)  # loaded again
     assert ds.map(fresh.add_scores, batched=True, batch_size=3)._fingerprint == one._fingerprint  # a cache hit
+
+
+def test_column_names_that_would_overwrite_data_are_refused(reranker):
+    """score_column='completion' replaced the texts with their scores; filter_dataset overwrote, then dropped, a
+    column of the user's named like the scores; a list passed as the dataset raised AttributeError (an audit)."""
+    with pytest.raises(ValueError, match="must differ"):
+        AresFilter(reranker, threshold=0.5, score_column="completion")
+    ds = Dataset.from_dict({"prompt": PROMPTS, "completion": COMPLETIONS, "ares_score": list(range(7))})
+    with pytest.raises(ValueError, match="already has a column 'ares_score'"):
+        AresFilter(reranker, threshold=0.5).filter_dataset(ds)
+    assert len(AresFilter(reranker, threshold=0.5, score_column="s").filter_dataset(ds)) == 5
+    with pytest.raises(TypeError, match="takes a datasets.Dataset, got list"):
+        AresFilter(reranker, threshold=0.5).filter_dataset([{"prompt": "a", "completion": "a"}])
+    with pytest.raises(ValueError, match=r"batch_size=0\) must be a positive int"):
+        AresFilter(reranker, threshold=0.5).filter_dataset(ds, batch_size=0)

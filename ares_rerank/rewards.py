@@ -60,6 +60,7 @@ import math
 import numbers
 import os
 import threading
+import weakref
 from typing import Any, Callable, Mapping, Sequence
 
 from . import fingerprint
@@ -98,7 +99,10 @@ _RERANKER_OPTIONS = ("method", "step_separator", "prompt_split", "prompt_roles",
 _default_settings: dict[str, Any] = {}
 _default: AresReranker | None = None
 _default_lock = threading.Lock()
-_backbone_locks: dict[int, threading.Lock] = {}
+# One lock per live backbone: weakly keyed, so the registry shrinks with them, and a new object that reuses a dead
+# one's id() never inherits its lock (backbones that take no weak reference fall back to their id).
+_backbone_locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_unweakable_locks: dict[int, threading.Lock] = {}
 _registry_lock = threading.Lock()
 
 
@@ -234,7 +238,10 @@ def _backbone_lock(backbone: Any) -> threading.Lock:
     """One lock per backbone object: two rewards on the same backbone score one at a time (its cache and stats are
     not thread-safe); rewards on different backbones overlap."""
     with _registry_lock:
-        return _backbone_locks.setdefault(id(backbone), threading.Lock())
+        try:
+            return _backbone_locks.setdefault(backbone, threading.Lock())
+        except TypeError:  # no __weakref__ (slots) or unhashable
+            return _unweakable_locks.setdefault(id(backbone), threading.Lock())
 
 
 class AresReward:

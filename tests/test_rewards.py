@@ -318,3 +318,17 @@ def test_configure_default_checks_the_reranker_keywords_when_called(clean_env):
     with pytest.raises(ValueError, match="batch_size=0"):
         configure_default(batch_size=0)
     configure_default(method="prm-chain")  # a whole-chain method: its backbone is checked when it is loaded
+
+
+def test_the_backbone_lock_registry_lets_dead_backbones_go():
+    """Locks were kept by id() forever: the registry grew with every backbone scored, and a new object reusing an
+    old id() inherited its lock (found by an audit)."""
+    import gc
+
+    backbone = FunctionBackbone(last_word_entailed)
+    lock = rewards._backbone_lock(backbone)
+    assert rewards._backbone_lock(backbone) is lock
+    before = len(rewards._backbone_locks)
+    del backbone, lock
+    gc.collect()
+    assert len(rewards._backbone_locks) == before - 1

@@ -239,3 +239,19 @@ def test_save_pretrained_into_an_earlier_heads_folder_writes_this_heads_record(t
         warnings.simplefilter("error")  # a named rule is saved, no warning
         load_backbone(str(folder), kind="nli", device="cpu", premise_selection="relevant:6").save_pretrained(folder)
     assert json.loads((folder / CALIBRATION_FILE).read_text())["premise_selection"] == "relevant:6"
+
+
+def test_a_bad_value_read_from_the_calibration_file_names_the_file(tiny_nli_path, tmp_path):
+    """"premise_selection='relevent:6' is unknown" named a parameter the user never passed (found by an audit)."""
+    import shutil
+
+    from ares_rerank.backbones.hub import CALIBRATION_FILE
+
+    folder = shutil.copytree(tiny_nli_path, tmp_path / "head")
+    (folder / CALIBRATION_FILE).write_text(json.dumps({"temperature": 1.0, "premise_selection": "relevent:6"}))
+    with pytest.raises(ValueError, match=r"ares_calibration.json of .*'relevent:6' is unknown.*Fix "
+                                         r"'premise_selection' in that file, or pass premise_selection="):
+        load_backbone(str(folder), kind="nli", device="cpu")
+    assert load_backbone(str(folder), kind="nli", device="cpu", premise_selection="all") is not None  # overridden
+    with pytest.raises(ValueError, match="premise_selection='' is unknown"):  # "" fell back to the file's or "all"
+        load_backbone(str(tiny_nli_path), kind="nli", device="cpu", premise_selection="")

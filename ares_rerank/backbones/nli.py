@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from .card import model_card
 from .hf import HFBackbone, softmax_pick
-from .hub import DEFAULT_HEAD_DIR, check_scale, hub_model_id, load_model_and_tokenizer
+from .hub import CALIBRATION_FILE, DEFAULT_HEAD_DIR, check_scale, hub_model_id, load_model_and_tokenizer
 from .selection import PremiseSelector
 
 
@@ -166,20 +166,32 @@ class EntailmentHead(HFBackbone):
             base_model=base_model, trust_remote_code=trust_remote_code, model_kwargs=model_kwargs,
             revision=revision, token=token, cache_dir=cache_dir, local_files_only=local_files_only,
         )
-        head = cls(
-            model,
-            tokenizer,
-            entailment_label=entailment_label if entailment_label is not None else calibration.get("entailment_label"),
-            temperature=temperature if temperature is not None else float(calibration.get("temperature", 1.0)),
-            bias=bias if bias is not None else 0.0 if temperature is not None else float(calibration.get("bias", 0.0)),
-            batch_size=batch_size,
-            max_length=max_length if max_length is not None else calibration.get("max_length"),
-            premise_selection=premise_selection or calibration.get("premise_selection", "all"),
-            cache_size=cache_size,
-            overlong_steps=overlong_steps,
-            prefix_cache=prefix_cache,
-            calibration=calibration,
-        )
+        given = {"entailment_label": entailment_label, "max_length": max_length, "premise_selection": premise_selection}
+        from_file = [key for key, value in given.items() if value is None and key in calibration]
+        try:
+            head = cls(
+                model,
+                tokenizer,
+                entailment_label=entailment_label if entailment_label is not None else calibration.get(
+                    "entailment_label"),
+                temperature=temperature if temperature is not None else float(calibration.get("temperature", 1.0)),
+                bias=bias if bias is not None else 0.0 if temperature is not None else float(
+                    calibration.get("bias", 0.0)),
+                batch_size=batch_size,
+                max_length=max_length if max_length is not None else calibration.get("max_length"),
+                premise_selection=premise_selection if premise_selection is not None else calibration.get(
+                    "premise_selection", "all"),
+                cache_size=cache_size,
+                overlong_steps=overlong_steps,
+                prefix_cache=prefix_cache,
+                calibration=calibration,
+            )
+        except ValueError as err:  # a value the user never passed: name the file it came from
+            keys = [key for key in from_file if f"{key}=" in str(err)]
+            if not keys:
+                raise
+            raise ValueError(f"{CALIBRATION_FILE} of {str(adapter or name_or_path)!r}: {err} Fix {keys[0]!r} in that "
+                             f"file, or pass {keys[0]}= to override it.") from err
         head.source = str(adapter or name_or_path)
         return head
 

@@ -80,13 +80,18 @@ def _one_line_error(done: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("command", ["score", "rank"])
-def test_an_existing_output_is_refused_before_any_work_unless_overwrite(tmp_path, command):
-    """An earlier run's results (or any file) at --output were replaced without a word, even by an empty result."""
+def _with_old_output(tmp_path: Path) -> tuple[dict[str, Path], Path, dict[str, bytes]]:
+    """Inputs, an --output that already holds an earlier file, and a snapshot of the folder."""
     inputs = _inputs(tmp_path)
     output = tmp_path / "out.jsonl"
     output.write_text(OLD)
-    before = _snapshot(tmp_path)
+    return inputs, output, _snapshot(tmp_path)
+
+
+@pytest.mark.parametrize("command", ["score", "rank"])
+def test_an_existing_output_is_refused_before_any_work_unless_overwrite(tmp_path, command):
+    """An earlier run's results (or any file) at --output were replaced without a word, even by an empty result."""
+    inputs, output, before = _with_old_output(tmp_path)
     done = _cli(_argv(command, inputs, output, overwrite=False), tmp_path)
     assert "already exists: pass --overwrite" in _one_line_error(done)
     assert _snapshot(tmp_path) == before
@@ -97,10 +102,7 @@ def test_an_existing_output_is_refused_before_any_work_unless_overwrite(tmp_path
 
 @pytest.mark.parametrize("command", ["score", "rank"])
 def test_a_failed_start_leaves_every_file_as_it_was(tmp_path, command):
-    inputs = _inputs(tmp_path)
-    output = tmp_path / "out.jsonl"
-    output.write_text(OLD)
-    before = _snapshot(tmp_path)
+    inputs, output, before = _with_old_output(tmp_path)
     cases = {
         "backbone typo": (_argv(command, inputs, output, backbone=str(tmp_path / "no-such-model")), "no-such-model"),
         "output is the input": (_argv(command, inputs, inputs[command]), "is the input file"),

@@ -255,3 +255,30 @@ def test_a_bad_value_read_from_the_calibration_file_names_the_file(tiny_nli_path
     assert load_backbone(str(folder), kind="nli", device="cpu", premise_selection="all") is not None  # overridden
     with pytest.raises(ValueError, match="premise_selection='' is unknown"):  # "" fell back to the file's or "all"
         load_backbone(str(tiny_nli_path), kind="nli", device="cpu", premise_selection="")
+
+
+def test_an_interrupted_save_leaves_the_folder_as_it_was(tiny_nli_path, tmp_path, monkeypatch):
+    """Weights were written in place and the calibration last: a save stopped in between left the new weights with
+    the earlier head's calibration (found by an audit). Now the head is staged beside the folder and moved in."""
+    from ares_rerank.backbones import nli
+    from ares_rerank.backbones.hub import CALIBRATION_FILE
+
+    folder = tmp_path / "head"
+    load_backbone(str(tiny_nli_path), kind="nli", device="cpu", temperature=3.0).save_pretrained(folder)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    changed = load_backbone(str(tiny_nli_path), kind="nli", device="cpu", temperature=1.5)
+    with torch.no_grad():
+        next(changed.model.parameters()).add_(1.0)
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(nli, "model_card", stopped)  # the last write of the staging pass
+    with pytest.raises(KeyboardInterrupt):
+        changed.save_pretrained(folder)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["head"]  # no staging folder left
+    monkeypatch.undo()
+    changed.save_pretrained(folder)
+    assert load_backbone(str(folder), kind="nli", device="cpu").temperature == 1.5
+    assert json.loads((folder / CALIBRATION_FILE).read_text())["temperature"] == 1.5

@@ -8,6 +8,9 @@ entailment class after dividing the logits by the calibrated temperature (a 1-lo
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any, Sequence
@@ -218,13 +221,30 @@ class EntailmentHead(HFBackbone):
         Returns:
             ``folder`` as a Path.
         """
-        from ..calibration import write_calibration
-
         folder = Path(folder)
         if folder.resolve() == DEFAULT_HEAD_DIR.resolve():  # e.g. save_pretrained(head.source) on the default head
             raise ValueError(f"save_pretrained({str(folder)!r}) would overwrite the shipped default head inside the "
                              "installed package: save to a folder of your own (then load_backbone('that/folder')).")
+        if (folder / CALIBRATION_FILE).is_symlink():
+            raise ValueError(f"{folder / CALIBRATION_FILE} is a symlink: save_pretrained never writes through or "
+                             "replaces a link. Save to another folder (or remove the link).")
         folder.mkdir(parents=True, exist_ok=True)
+        # Everything is written beside the folder first and moved in at the end: an interrupted save leaves the
+        # folder as it was, never new weights beside an earlier head's calibration.
+        staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.saving-"))
+        try:
+            self._save_into(staging, save_tokenizer, base_model, repo_id, folder)
+            _move_into(staging, folder, adapter=hasattr(self.model, "peft_config"))
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return folder
+
+    def _save_into(self, folder: Path, save_tokenizer: bool, base_model: str | None, repo_id: str | None,
+                   target: Path) -> None:
+        """Write the model (or adapter), tokenizer, calibration and card into ``folder``, the staging folder of a
+        save to ``target``."""
+        from ..calibration import write_calibration
+
         adapter = hasattr(self.model, "peft_config")
         if adapter:
             # An adapter never resizes the vocabulary here; "auto" would look the base model up on the Hub.
@@ -233,8 +253,6 @@ class EntailmentHead(HFBackbone):
         else:
             self.model.save_pretrained(folder)
             base_model = base_model or hub_model_id(self.calibration.get("base_model"))
-            for stale in ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin"):
-                (folder / stale).unlink(missing_ok=True)  # an earlier adapter here would be loaded instead
         if save_tokenizer:
             self.tokenizer.save_pretrained(folder)
         record = {**self.calibration, "temperature": self.temperature, "bias": self.bias,
@@ -245,9 +263,9 @@ class EntailmentHead(HFBackbone):
         if spec is not None:
             record["premise_selection"] = spec
         elif self.selector is not None:
-            warnings.warn(f"save_pretrained({str(folder)!r}): the head's premise selector {self.selector!r} is not a "
+            warnings.warn(f"save_pretrained({str(target)!r}): the head's premise selector {self.selector!r} is not a "
                           "named rule and is not saved; pass premise_selection= again when loading the saved head.",
-                          stacklevel=2)
+                          stacklevel=3)
         if base_model is not None:
             record["base_model"] = base_model
         write_calibration(folder, record, replace=True)  # this head's record, not a merge with another head's
@@ -257,7 +275,6 @@ class EntailmentHead(HFBackbone):
         card = model_card(record, base_model=base_model, adapter=adapter, repo_id=repo_id, lora_r=lora_r,
                           label=labels.get(self.label_index))
         (folder / "README.md").write_text(card, encoding="utf-8")
-        return folder
 
     def push_to_hub(self, repo_id: str, *, commit_message: str | None = None, commit_description: str | None = None,
                     private: bool | None = None, token: str | bool | None = None, revision: str | None = None,
@@ -322,6 +339,24 @@ class EntailmentHead(HFBackbone):
     def _score_batch(self, items: list[dict[str, Any]]) -> list[float]:
         logits = self.model(**self.pad(items)).logits  # (batch, num_labels)
         return softmax_pick(logits, self.label_index, self.temperature, self.bias)
+
+
+def _move_into(staging: Path, folder: Path, *, adapter: bool) -> None:
+    """Move a saved head from ``staging`` into ``folder``: the old calibration goes first and the new one comes last,
+    so a crash in between leaves an uncalibrated head (visible: temperature 1), never a mismatched one; a full save
+    removes an earlier adapter's files (they would be loaded instead)."""
+    (folder / CALIBRATION_FILE).unlink(missing_ok=True)
+    if not adapter:
+        for stale in ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin"):
+            (folder / stale).unlink(missing_ok=True)
+    for path in sorted(staging.iterdir()):
+        if path.name == CALIBRATION_FILE:
+            continue
+        target = folder / path.name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        os.replace(path, target)
+    os.replace(staging / CALIBRATION_FILE, folder / CALIBRATION_FILE)
 
 
 def _record_adapter_base(folder: Path, base_model: str | None) -> str | None:

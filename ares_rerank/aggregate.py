@@ -15,9 +15,10 @@ Any callable ``fn(step_scores: list[float]) -> float`` works too.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Iterable, Mapping
 from typing import Callable, Sequence, Union
+
+from .config import is_number
 
 
 __all__ = ["AGGREGATES", "Aggregate", "aggregate_name", "aggregate_scores", "get_aggregate"]
@@ -96,7 +97,7 @@ def aggregate_scores(step_scores: Sequence[float], aggregate: Aggregate = "final
         raise TypeError(f"aggregate_scores(step_scores={step_scores!r:.60}) must be a list of step scores (floats in "
                         "[0, 1]), e.g. ChainScores.step_scores.")
     scores = list(step_scores)
-    wrong = next((i for i, s in enumerate(scores) if not isinstance(s, numbers.Real) or isinstance(s, bool)), None)
+    wrong = next((i for i, s in enumerate(scores) if not is_number(s)), None)
     if wrong is not None:  # "12" was read as 12.0, None raised float()'s own TypeError
         raise TypeError(f"aggregate_scores(step_scores=...) holds {scores[wrong]!r} at step {wrong}: step scores are "
                         "numbers in [0, 1].")
@@ -114,7 +115,7 @@ def aggregate_scores(step_scores: Sequence[float], aggregate: Aggregate = "final
         raise ValueError(f"aggregate_scores(step_scores=...) holds {scores[outside]!r} at step {outside}: step scores "
                          "lie in [0, 1] (ARES, the baselines and PRMs give probabilities).")
     value = fn(scores)
-    if not isinstance(value, numbers.Real) or isinstance(value, bool):  # a string "0.7" was taken as 0.7
+    if not is_number(value):  # a string "0.7" was taken as 0.7
         raise TypeError(
             f"aggregate {aggregate_name(aggregate)!r} returned {value!r}; it must return one float per chain."
         )

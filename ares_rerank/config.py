@@ -26,6 +26,8 @@ __all__ = [
     "SAMPLE_ROW_BYTES",
     "AresConfig",
     "check_sample_size",
+    "is_int",
+    "is_number",
     "log_union",
     "sample_size",
 ]
@@ -106,9 +108,9 @@ class AresConfig:
     def __post_init__(self) -> None:
         for name in ("eps", "delta"):
             value = getattr(self, name)
-            if not _is_number(value) or not (0.0 < float(value) < 1.0):
+            if not is_number(value) or not (0.0 < float(value) < 1.0):
                 raise ValueError(f"AresConfig({name}={value!r}) must be a number in (0, 1), e.g. {name}=0.1.")
-        if not _is_number(self.prior):
+        if not is_number(self.prior):
             raise ValueError(
                 f"AresConfig(prior={self.prior!r}) takes one float in [0, 1]; pass one prior per base claim as "
                 "base_priors=[...]."
@@ -121,34 +123,34 @@ class AresConfig:
             self.base_priors = list(self.base_priors)
         for name, values in (("prior", [self.prior]), ("base_priors", self.base_priors or [])):
             for p in values:
-                if not _is_number(p) or not (0.0 <= float(p) <= 1.0) or math.isnan(float(p)):
+                if not is_number(p) or not (0.0 <= float(p) <= 1.0) or math.isnan(float(p)):
                     raise ValueError(
                         f"AresConfig({name}={getattr(self, name)!r}) has {p!r}: priors must lie in [0, 1] (e.g. 1.0)."
                     )
         if self.mode not in _MODES:
             raise ValueError(f"AresConfig(mode={self.mode!r}) is not one of {_MODES}.")
         masks = self.max_masks
-        if masks is not None and (not _is_int(masks) or not 1 <= masks <= MAX_MASKS):
+        if masks is not None and (not is_int(masks) or not 1 <= masks <= MAX_MASKS):
             raise ValueError(
                 f"AresConfig(max_masks={self.max_masks!r}) must be an integer in [1, {MAX_MASKS}], e.g. 16 (exact mode "
                 f"holds up to 16 x max_masks masks of a chain; beyond that, use mode='sample'), or None for the mode's "
                 "default."
             )
-        if self.prune_mass is not None and (not _is_number(self.prune_mass) or not 0.0 <= self.prune_mass < 1.0):
+        if self.prune_mass is not None and (not is_number(self.prune_mass) or not 0.0 <= self.prune_mass < 1.0):
             raise ValueError(
                 f"AresConfig(prune_mass={self.prune_mass!r}) must lie in [0, 1) (0 = prune nothing), or None for "
                 "eps."
             )
-        if not _is_number(self.threshold) or not (0.0 <= float(self.threshold) <= 1.0):
+        if not is_number(self.threshold) or not (0.0 <= float(self.threshold) <= 1.0):
             raise ValueError(f"AresConfig(threshold={self.threshold!r}) must lie in [0, 1].")
-        if not _is_int(self.seed) or self.seed < 0:
+        if not is_int(self.seed) or self.seed < 0:
             raise ValueError(f"AresConfig(seed={self.seed!r}) must be a non-negative integer, e.g. 0.")
-        if self.max_evaluations is not None and (not _is_int(self.max_evaluations) or self.max_evaluations < 1):
+        if self.max_evaluations is not None and (not is_int(self.max_evaluations) or self.max_evaluations < 1):
             raise ValueError(
                 f"AresConfig(max_evaluations={self.max_evaluations!r}) must be a positive integer (backbone "
                 f"evaluations per chain), e.g. {DEFAULT_MAX_EVALUATIONS}, or None for no limit."
             )
-        if not _is_int(self.max_samples) or self.max_samples < 1:
+        if not is_int(self.max_samples) or self.max_samples < 1:
             raise ValueError(
                 f"AresConfig(max_samples={self.max_samples!r}) must be a positive integer (trajectories per chain), "
                 f"e.g. {DEFAULT_MAX_SAMPLES}."
@@ -216,12 +218,13 @@ class AresConfig:
         return priors
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
     """A real number, numpy scalars included (``np.float32(0.1)`` from a config), but not a bool."""
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
+    """An integer, numpy integers included (``np.int64(8)`` from a config), but not a bool."""
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
@@ -242,10 +245,10 @@ def log_union(num_steps: int, delta: float) -> float:
 
 def sample_size(num_steps: int, eps: float = 0.1, delta: float = 0.1) -> int:
     """Trajectories needed for the guarantee on a chain of ``num_steps`` steps: ``ceil(ln(2m/delta) / (2 eps^2))``."""
-    if not _is_int(num_steps) or num_steps < 1:
+    if not is_int(num_steps) or num_steps < 1:
         raise ValueError(f"sample_size(num_steps={num_steps!r}) needs a whole number of steps, at least one.")
     for name, value in (("eps", eps), ("delta", delta)):
-        if not _is_number(value) or not 0.0 < float(value) < 1.0:
+        if not is_number(value) or not 0.0 < float(value) < 1.0:
             raise ValueError(f"sample_size({name}={value!r}) must be a number in (0, 1), e.g. {name}=0.1.")
     needed = _required_samples(num_steps, eps, delta)
     if not math.isfinite(needed):

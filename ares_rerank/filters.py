@@ -22,12 +22,12 @@ picklable for ``num_proc``.
 from __future__ import annotations
 
 import math
-import numbers
 import os
 from typing import Any, Sequence
 
 from . import fingerprint
 from .aggregate import Aggregate, get_aggregate
+from .config import is_int, is_number
 from .rerank import AresReranker
 
 
@@ -75,7 +75,7 @@ class AresFilter:
         if threshold is not None:
             _check_threshold(threshold, aggregate if aggregate is not None else reranker.aggregate)
         for name, value in (("top_k", top_k), ("group_size", group_size)):
-            if value is not None and (not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1):
+            if value is not None and (not is_int(value) or value < 1):
                 raise ValueError(f"AresFilter({name}={value!r}) must be a positive int or None.")
         if aggregate is not None:
             get_aggregate(aggregate)
@@ -122,8 +122,7 @@ class AresFilter:
             raise ValueError(f"AresFilter.keep_mask: {len(scores)} scores for {len(prompts)} prompts and "
                              f"{len(completions)} completions: pass one score (or None) per pair, as scores() returns.")
         for i, score in enumerate(scores):
-            if score is not None and not (isinstance(score, numbers.Real) and not isinstance(score, bool)
-                                          and 0.0 <= score <= 1.0):
+            if score is not None and not (is_number(score) and 0.0 <= score <= 1.0):
                 raise ValueError(f"AresFilter.keep_mask: scores[{i}]={score!r} must be a number in [0, 1] or None "
                                  "(unscored), as scores() returns.")
         return self._keep(prompts, scores)
@@ -224,7 +223,7 @@ class AresFilter:
             raise TypeError(f"AresFilter.filter_dataset(dataset=...) takes a datasets.Dataset, got "
                             f"{type(dataset).__name__}: for lists use ares_filter.keep_mask(prompts, completions) or "
                             "filter_completions.")
-        if not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool) or batch_size < 1:
+        if not is_int(batch_size) or batch_size < 1:
             raise ValueError(f"AresFilter.filter_dataset(batch_size={batch_size!r}) must be a positive int.")
         if self.score_column in dataset.column_names:  # it would be overwritten, then removed
             raise ValueError(f"AresFilter.filter_dataset: the dataset already has a column {self.score_column!r}, "
@@ -339,7 +338,7 @@ class _BatchBorders:
 def _check_threshold(threshold: Any, aggregate: Aggregate) -> None:
     """A finite number; in [0, 1] with a built-in aggregate (its scores lie there, so any other value keeps all or
     nothing). A callable aggregate may score on another scale: only finiteness is required then."""
-    if not isinstance(threshold, numbers.Real) or isinstance(threshold, bool):  # numpy floats included
+    if not is_number(threshold):  # numpy floats included
         raise TypeError(f"AresFilter(threshold={threshold!r}) must be a float or None.")
     if not math.isfinite(threshold):
         raise ValueError(

@@ -7,12 +7,12 @@ Data flow: prompts -> (chat template) -> ``model.generate(num_return_sequences=N
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from .aggregate import Aggregate, get_aggregate
+from .config import is_int
 from .rerank import AresReranker, rank_records
 from .scoring import progress_bar
 
@@ -133,12 +133,12 @@ def best_of_n(
     if not isinstance(reranker, AresReranker):
         raise TypeError(f"best_of_n(reranker=...) must be an AresReranker, got {type(reranker).__name__}.")
     for name, value in (("n", n), ("max_new_tokens", max_new_tokens), ("batch_size", batch_size)):
-        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+        if not is_int(value) or value < 1:
             raise ValueError(f"best_of_n({name}={value!r}) must be a positive int.")
     # checked before any generation (a bad aggregate was refused only once every sample was drawn)
     if aggregate is not None:
         get_aggregate(aggregate)
-    if seed is not None and (not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0):
+    if seed is not None and (not is_int(seed) or seed < 0):
         raise ValueError(f"best_of_n(seed={seed!r}) must be a non-negative int, or None.")
     if use_chat_template not in (None, True, False):
         raise ValueError(f"best_of_n(use_chat_template={use_chat_template!r}) must be True, False or None.")

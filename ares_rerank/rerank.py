@@ -19,7 +19,6 @@ assistant messages the completion text.
 from __future__ import annotations
 
 import logging
-import numbers
 import warnings
 from typing import Any, Sequence
 
@@ -30,7 +29,7 @@ from .backbones.served import is_outage
 from .baselines import check_method_backbone
 from .chain import Chain, ChainScores, split_prompt, split_steps
 from .domain import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
-from .config import AresConfig
+from .config import AresConfig, is_int
 from .records import (
     COMPLETION_ROLES,
     NO_STEPS,
@@ -373,7 +372,7 @@ class AresReranker:
         show_progress_bar: bool | None = None,
     ) -> list[list[dict[str, Any]]]:
         """:meth:`rank` for many prompts, ``batch_size`` chains per estimator call."""
-        if top_k is not None and (not isinstance(top_k, numbers.Integral) or isinstance(top_k, bool) or top_k < 1):
+        if top_k is not None and (not is_int(top_k) or top_k < 1):
             raise ValueError(f"top_k={top_k!r} must be a positive int or None (all candidates).")
         out = []
         scored = self.score_batch(prompts, completions, aggregate=aggregate, on_error=on_error, batch_size=batch_size,

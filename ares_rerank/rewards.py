@@ -57,7 +57,6 @@ import asyncio
 import json
 import logging
 import math
-import numbers
 import os
 import threading
 import weakref
@@ -66,7 +65,7 @@ from typing import Any, Callable, Mapping, Sequence
 from . import fingerprint
 from .aggregate import AGGREGATES, Aggregate, aggregate_name, get_aggregate
 from .backbones.base import Backbone, FunctionBackbone
-from .config import AresConfig
+from .config import AresConfig, is_number
 from .records import NO_STEPS
 from .rerank import AresReranker, resolve_backbone
 
@@ -287,7 +286,7 @@ class AresReward:
         if on_error not in ("none", "raise"):
             raise ValueError(f"AresReward(on_error={on_error!r}) is not supported: use 'none' or 'raise'.")
         if unscorable_value is not None and (
-            not isinstance(unscorable_value, numbers.Real) or isinstance(unscorable_value, bool)
+            not is_number(unscorable_value)
         ):
             raise TypeError(f"AresReward(unscorable_value={unscorable_value!r}) must be a float or None.")
         if unscorable_value is not None and not math.isfinite(unscorable_value):

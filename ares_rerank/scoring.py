@@ -6,7 +6,6 @@ estimator call each: one backbone call per step wave of the chunk).
 
 from __future__ import annotations
 
-import numbers
 import sys
 from collections.abc import Iterable
 from contextlib import nullcontext
@@ -15,7 +14,7 @@ from typing import Any, Sequence
 from .backbones.base import Backbone
 from .baselines import BASELINES, CHAIN_BASELINES, baseline_scores
 from .chain import Chain, ChainScores
-from .config import AresConfig
+from .config import AresConfig, is_int
 from .estimator import ares_scores
 
 
@@ -26,8 +25,7 @@ METHODS = ("ares",) + tuple(sorted(BASELINES)) + CHAIN_BASELINES
 
 def check_batch_size(batch_size: Any, owner: str) -> int | None:
     """``batch_size`` as a positive int or ``None``; a ValueError naming ``owner`` otherwise."""
-    if batch_size is not None and (not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool)
-                                   or batch_size < 1):  # numpy integers are integers (a config read them so)
+    if batch_size is not None and (not is_int(batch_size) or batch_size < 1):  # numpy integers too, as in a config
         raise ValueError(
             f"{owner}(batch_size={batch_size!r}) must be a positive int (chains per estimator call) or None (all "
             "chains in one call)."

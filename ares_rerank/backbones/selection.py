@@ -51,11 +51,11 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 import re
 from collections import Counter
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
+from ..config import is_int
 from .base import Backbone, call_backbone, check_pairs
 
 
@@ -358,7 +358,7 @@ def apply_selector(selector: PremiseSelector, claims: Sequence[str], hypothesis:
         raise TypeError(f"premise selector {selector!r} returned {returned!r:.80}: return a list of indices into the "
                         "claims, e.g. [0, 2].")
     returned = list(returned)
-    if any(isinstance(i, bool) or not isinstance(i, numbers.Integral) for i in returned):
+    if not all(is_int(i) for i in returned):
         raise TypeError(f"premise selector {selector!r} returned {returned!r:.80}: return indices (ints) into the "
                         "claims, not a mask of booleans or other values, e.g. [0, 2].")
     kept = [int(i) for i in returned]
@@ -405,7 +405,7 @@ class SelectingBackbone:
         if num_base is not None:
             num_base = list(num_base)
             if len(num_base) != len(premises) or not all(
-                    isinstance(n, numbers.Integral) and not isinstance(n, bool) and 0 <= n <= len(claims)
+                    is_int(n) and 0 <= n <= len(claims)
                     for n, claims in zip(num_base, premises)):
                 raise ValueError(f"SelectingBackbone.entailment_probs: num_base={num_base!r:.80} must hold one count "
                                  f"per premise list ({len(premises)}), each between 0 and that list's length.")

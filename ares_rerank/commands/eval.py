@@ -110,8 +110,6 @@ def check_previous_results(path: Path, settings: dict[str, Any]) -> None:
     if isinstance(earlier, dict) and isinstance(earlier.get("methods"), dict):
         earlier = {**earlier, "methods": sorted(earlier["methods"])}
     settings = json.loads(json.dumps(settings))  # tuples as lists, as the file holds them
-    if isinstance(earlier, dict) and isinstance(earlier.get("task"), dict):
-        earlier = {**earlier, "task": {k: earlier["task"].get(k) for k in settings["task"]}}
     differ = [key for key, value in settings.items() if not isinstance(earlier, dict) or earlier.get(key) != value]
     if differ:
         raise ValueError(f"--out: {str(path)!r} holds the results of a run with other settings ({', '.join(differ)}): "
@@ -119,7 +117,7 @@ def check_previous_results(path: Path, settings: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..evaluation import ScoreCache, backbone_key, evaluate, write_results
+    from ..evaluation import ScoreCache, backbone_key, evaluate, task_record, write_results
     from ..io import check_output_dir
 
     options.positive(args.batch_size, "--batch-size")
@@ -140,8 +138,7 @@ def run(args: argparse.Namespace) -> int:
     stem = args.name or f"{task.key}__{backbone_key(args.backbone, args.kind)}"
     if not args.overwrite:
         check_previous_results(out_dir / f"{stem}.json", {
-            "task": {"name": task.name, "key": task.key, "info": task.info, "num_chains": len(task.chains)},
-            "backbone": args.backbone, "backbone_options": load_options or {}, "config": asdict(config),
+            "task": task_record(task), "backbone": args.backbone, "backbone_options": load_options or {}, "config": asdict(config),
             "methods": sorted(methods)})
     backbone = options.backbone_from_args(args)
     cache = None if args.no_cache else ScoreCache(args.cache_dir or out_dir / "cache")

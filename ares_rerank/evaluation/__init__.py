@@ -20,7 +20,7 @@ from .backbones import CountingBackbone, backbone_cache_key, backbone_key
 from .cache import ScoreCache, method_key
 from .protocol import best_of_2, cross_validate, fold_prevalences, processbench_cv, sample_efficiency
 from .report import METHOD_NAMES, markdown_table, results_markdown
-from .runner import evaluate, score_cached, summarize, write_results
+from .runner import evaluate, score_cached, summarize, task_record, write_results
 from .tasks import TASKS, TaskData, load_task
 
 
@@ -44,5 +44,6 @@ __all__ = [
     "sample_efficiency",
     "score_cached",
     "summarize",
+    "task_record",
     "write_results",
 ]

@@ -30,7 +30,7 @@ from .report import results_markdown
 from .tasks import TaskData
 
 
-__all__ = ["evaluate", "score_cached", "summarize", "write_results"]
+__all__ = ["evaluate", "score_cached", "summarize", "task_record", "write_results"]
 
 
 def score_cached(
@@ -165,8 +165,7 @@ def evaluate(
     backbone_name = repr(backbone) if backbone_name is None else backbone_name
     chains = list(task.chains) + list(task.twins or [])
     results: dict[str, Any] = {
-        "task": {"name": task.name, "key": task.key, "info": task.info, "num_chains": len(task.chains),
-                 "num_steps": sum(c.num_steps for c in task.chains)},
+        "task": task_record(task),
         "backbone": backbone_name,
         "backbone_options": backbone_options or {},
         "config": asdict(config),
@@ -183,6 +182,12 @@ def evaluate(
         main_scores, twin_scores = scores[: len(task.chains)], scores[len(task.chains):] or None
         results["methods"][method] = {**summarize(task, method, main_scores, twin_scores, config), "stats": stats}
     return results
+
+
+def task_record(task: TaskData) -> dict[str, Any]:
+    """What a results file records of its task (``results["task"]``): name, key, loader info and size."""
+    return {"name": task.name, "key": task.key, "info": task.info, "num_chains": len(task.chains),
+            "num_steps": sum(c.num_steps for c in task.chains)}
 
 
 def write_results(results: dict[str, Any], out_dir: str | Path, stem: str) -> Path:

@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Callable, Sequence, Union
 
-from .config import is_number
+from .config import is_finite_number, is_number
 
 
 __all__ = ["AGGREGATES", "Aggregate", "aggregate_name", "aggregate_scores", "get_aggregate"]
@@ -101,15 +101,15 @@ def aggregate_scores(step_scores: Sequence[float], aggregate: Aggregate = "final
     if wrong is not None:  # "12" was read as 12.0, None raised float()'s own TypeError
         raise TypeError(f"aggregate_scores(step_scores=...) holds {scores[wrong]!r} at step {wrong}: step scores are "
                         "numbers in [0, 1].")
-    scores = [float(s) for s in scores]
     if not scores:
         raise ValueError("aggregate_scores(step_scores=[]) has nothing to aggregate: a chain has at least one step.")
-    bad = [i for i, s in enumerate(scores) if not math.isfinite(s)]
+    bad = [i for i, s in enumerate(scores) if not is_finite_number(s)]
     if bad:  # min() and max() would skip a NaN silently
         raise ValueError(
             f"aggregate_scores(step_scores=...) holds {scores[bad[0]]!r} at step {bad[0]} ({len(bad)} non-finite in "
             f"all): step scores must be finite (ARES scores lie in [0, 1]); check the backbone that produced them."
         )
+    scores = [float(s) for s in scores]
     outside = next((i for i, s in enumerate(scores) if not 0.0 <= s <= 1.0), None)
     if outside is not None:
         raise ValueError(f"aggregate_scores(step_scores=...) holds {scores[outside]!r} at step {outside}: step scores "
@@ -119,10 +119,9 @@ def aggregate_scores(step_scores: Sequence[float], aggregate: Aggregate = "final
         raise TypeError(
             f"aggregate {aggregate_name(aggregate)!r} returned {value!r}; it must return one float per chain."
         )
-    value = float(value)
-    if not math.isfinite(value):
+    if not is_finite_number(value):
         raise ValueError(
             f"aggregate {aggregate_name(aggregate)!r} returned {value!r} for step scores {scores}: return a finite "
             "float."
         )
-    return value
+    return float(value)

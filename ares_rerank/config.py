@@ -77,8 +77,8 @@ class AresConfig:
                           "uncertain chains); auto mode samples it once it passes 2*eps of mass (a tail of "
                           "trajectories, the chain's mode then reads 'stratified'): with the default head, 8 asked 12% "
                           "fewer pairs than 16 on 20 PRMBench chains, 17% more on 20 BIG-Bench Mistake chains (968 "
-                          "against 970 in all), the same on ClaimTrees (the rule oracle at prior 0.95 on ClaimTrees-20: "
-                          "21% more)."},
+                          "against 970 in all), the same on ClaimTrees (the rule oracle at prior 0.95 on "
+                          "ClaimTrees-20: 21% more)."},
     )
     prune_mass: float | None = field(
         default=None,
@@ -221,6 +221,16 @@ class AresConfig:
 def is_number(value: Any) -> bool:
     """A real number, numpy scalars included (``np.float32(0.1)`` from a config), but not a bool."""
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def is_finite_number(value: Any) -> bool:
+    """A real number (:func:`is_number`) that is finite: NaN, infinities and integers too large for a float are not."""
+    if not is_number(value):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # math.isfinite(10**400)
+        return False
 
 
 def is_int(value: Any) -> bool:

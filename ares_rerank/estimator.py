@@ -277,7 +277,8 @@ class _Run:
             return 0
         if self.parts is None:
             return math.inf
-        return math.ceil(log_union(self.chain.num_steps, self.config.delta) / 2.0 * (self.dropped / self.config.eps) ** 2)
+        log_term = log_union(self.chain.num_steps, self.config.delta)
+        return math.ceil(log_term / 2.0 * (self.dropped / self.config.eps) ** 2)
 
     # -- sample mode ------------------------------------------------------------------------------------------
     def start_sampling(self) -> None:

@@ -21,13 +21,12 @@ picklable for ``num_proc``.
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Any, Sequence
 
 from . import fingerprint
 from .aggregate import Aggregate, get_aggregate
-from .config import is_int, is_number
+from .config import is_finite_number, is_int, is_number
 from .rerank import AresReranker
 
 
@@ -340,7 +339,7 @@ def _check_threshold(threshold: Any, aggregate: Aggregate) -> None:
     nothing). A callable aggregate may score on another scale: only finiteness is required then."""
     if not is_number(threshold):  # numpy floats included
         raise TypeError(f"AresFilter(threshold={threshold!r}) must be a float or None.")
-    if not math.isfinite(threshold):
+    if not is_finite_number(threshold):
         raise ValueError(
             f"AresFilter(threshold={threshold!r}) must be a finite number (NaN or inf keeps nothing or everything): "
             "e.g. threshold=0.5, or threshold=None to keep by top_k alone."

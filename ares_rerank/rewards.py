@@ -56,7 +56,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import os
 import threading
 import weakref
@@ -65,7 +64,7 @@ from typing import Any, Callable, Mapping, Sequence
 from . import fingerprint
 from .aggregate import AGGREGATES, Aggregate, aggregate_name, get_aggregate
 from .backbones.base import Backbone, FunctionBackbone
-from .config import AresConfig, is_number
+from .config import AresConfig, is_finite_number, is_number
 from .records import NO_STEPS
 from .rerank import AresReranker, resolve_backbone
 
@@ -289,7 +288,7 @@ class AresReward:
             not is_number(unscorable_value)
         ):
             raise TypeError(f"AresReward(unscorable_value={unscorable_value!r}) must be a float or None.")
-        if unscorable_value is not None and not math.isfinite(unscorable_value):
+        if unscorable_value is not None and not is_finite_number(unscorable_value):
             raise ValueError(
                 f"AresReward(unscorable_value={unscorable_value!r}) must be finite: a NaN or inf reward poisons the "
                 "trainer's group statistics. Pass None (TRL's 'not applicable', ignored in the statistics) or a "

@@ -53,7 +53,8 @@ def cost_rows(backbone: Any, lengths: Sequence[int], n: int, prior: float = 1.0,
 
 
 def cost_series(rows: Sequence[dict[str, Any]]) -> dict[str, dict[int, tuple[float, float]]]:
-    """``{method: {L: (pairs per step, seconds per step)}}`` for :func:`~ares_rerank.evaluation.plots.plot_cost_vs_length`."""
+    """``{method: {L: (pairs per step, seconds per step)}}`` for
+    :func:`~ares_rerank.evaluation.plots.plot_cost_vs_length`."""
     series: dict[str, dict[int, tuple[float, float]]] = {}
     for row in rows:
         series.setdefault(row["method"], {})[row["length"]] = (row["pairs_per_step"], row["seconds_per_step"])

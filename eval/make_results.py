@@ -197,7 +197,8 @@ def real_runs(folder: Path = REAL_RESULTS) -> list[tuple[Path, dict[str, Any]]]:
 
 
 def _is_runner_result(data: dict[str, Any]) -> bool:
-    """An ``ares_rerank.evaluation.runner`` result (its ``task`` is a dict); ``eval.bench_perf --json`` files name the task as a string."""
+    """An ``ares_rerank.evaluation.runner`` result (its ``task`` is a dict); ``eval.bench_perf --json`` files name the
+    task as a string."""
     return isinstance(data.get("task"), dict) and "methods" in data
 
 

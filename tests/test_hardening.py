@@ -248,6 +248,7 @@ def test_backbone_outputs_arrays_and_bools_still_work():
         ('{"temperature": 1.3, "premise_selection": 6}', "premise_selection=6"),
         ('{"temperature": 1.3, "entailment_label": [1]}', r"entailment_label=\[1\]"),
         ("[1.3]", "JSON list, not an object"),
+        ('{"temperature": 1' + "0" * 400 + "}", "temperature=10{400}"),  # too large for a float: no OverflowError
     ],
 )
 def test_calibration_file_values_are_checked_at_load_naming_file_and_key(tmp_path, text, match):
@@ -255,6 +256,15 @@ def test_calibration_file_values_are_checked_at_load_naming_file_and_key(tmp_pat
     with pytest.raises(ValueError, match=match) as info:
         read_calibration(tmp_path)
     assert str(tmp_path / CALIBRATION_FILE) in str(info.value)
+
+
+def test_calibration_file_that_is_a_folder_is_an_error_not_an_uncalibrated_head(tmp_path):
+    """A folder named ares_calibration.json was skipped as "no calibration": the head loaded uncalibrated, silently."""
+    (tmp_path / CALIBRATION_FILE).mkdir()
+    with pytest.raises(ValueError, match="is not a file") as info:
+        read_calibration(tmp_path)
+    assert str(tmp_path / CALIBRATION_FILE) in str(info.value)
+    assert read_calibration(tmp_path / "no_such_folder") == {}
 
 
 def test_nli_head_refuses_infinite_temperature_and_calibration_with_it(tiny_nli_path, tmp_path):
@@ -552,12 +562,16 @@ def test_internal_errors_and_silent_values_at_the_api_edges_are_clear_errors():
     for bad, error, message in (([None], TypeError, "holds None at step 0"), ("0.5", TypeError, "must be a list"),
                                 (["12"], TypeError, "holds '12' at step 0"),
                                 ([5.0, -3.0], ValueError, "lie in \\[0, 1\\]"),
-                                ({0.1: 1.0}, TypeError, "must be a list")):
+                                ({0.1: 1.0}, TypeError, "must be a list"),
+                                ([10**400], ValueError, "non-finite")):  # an int too large for a float
         with pytest.raises(error, match=message):
             aggregate_scores(bad, "mean")
     with pytest.raises(TypeError, match="returned '0.7'"):
         aggregate_scores([0.5], lambda scores: "0.7")
     assert aggregate_scores([0.5, np.float32(0.25)], "mean") == 0.375
+    assert isinstance(aggregate_scores([1, 0], lambda scores: 1), float)
+    with pytest.raises(ValueError, match="must be a finite number"):
+        AresFilter(AresReranker(FunctionBackbone(lambda p, h: [0.5] * len(p))), threshold=10**400)
     backbone = FunctionBackbone(lambda premises, hypotheses: [0.5] * len(premises))
     reranker = AresReranker(backbone)
     assert score_chains([], backbone, batch_size=np.int64(2)) == []

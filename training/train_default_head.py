@@ -109,7 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         seconds[name] = round(time.time() - stage_start, 1)
         previous = runs / folder / "head"
         print(json.dumps({"stage": name, "seconds": seconds[name]}), flush=True)
-    record = {"recipe": args.recipe, "bf16": args.bf16, "cuda": torch.cuda.is_available(), "stages": {name: str(config) for name, config, _ in stages},
+    record = {"recipe": args.recipe, "bf16": args.bf16, "cuda": torch.cuda.is_available(),
+              "stages": {name: str(config) for name, config, _ in stages},
               "seconds": {**seconds, "total": round(time.time() - start, 1)},
               "head": str(previous), "export_dir": args.export_dir}
     runs.mkdir(parents=True, exist_ok=True)

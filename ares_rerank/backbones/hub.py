@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import re
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..config import is_finite_number, is_int
 from ..io import PACKAGE_DIR
 from .devices import DTYPES, select_device, select_dtype
 
@@ -190,9 +190,16 @@ def read_calibration(*folders: str | Path | None) -> dict[str, Any]:
     """The first ``ares_calibration.json`` found in ``folders`` (``{}`` if none), checked by
     :func:`check_calibration` (a symlinked file is read: hub snapshots are links)."""
     for folder in folders:
-        if folder is None or not (Path(folder) / CALIBRATION_FILE).is_file():
+        if folder is None:
             continue
         path = Path(folder) / CALIBRATION_FILE
+        if path.exists() and not path.is_file():
+            raise ValueError(
+                f"{path} is not a file: a head's calibration is a JSON file; move the folder away (or delete it) "
+                "so that the head is read with its calibration, or uncalibrated where it has none."
+            )
+        if not path.is_file():
+            continue
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -209,12 +216,12 @@ def check_scale(temperature: Any, bias: Any, where: str = "", fix: str = "") -> 
     (added to the entailment logit after the temperature). ``where`` starts the message (e.g. the file), ``fix`` ends
     it (what to do).
     """
-    if not _is_real(temperature) or not (math.isfinite(temperature) and temperature > 0):
+    if not is_finite_number(temperature) or temperature <= 0:
         raise ValueError(
             f"{where}temperature={temperature!r} must be a finite positive number (1.0 = uncalibrated; an infinite "
             f"one makes every probability 0.5){fix}."
         )
-    if not _is_real(bias) or not math.isfinite(bias):
+    if not is_finite_number(bias):
         raise ValueError(
             f"{where}bias={bias!r} must be a finite number (0.0 = none; a Platt calibration's bias, added to the "
             f"entailment logit after the temperature){fix}."
@@ -238,12 +245,12 @@ def check_calibration(data: Any, path: str | Path) -> dict[str, Any]:
     check_scale(data.get("temperature", 1.0), data.get("bias", 0.0), f"{path}: ",
                 ": fix the key (or delete it) or calibrate again")
     max_length = data.get("max_length")
-    if max_length is not None and (not _is_real(max_length) or not isinstance(max_length, int) or max_length < 8):
+    if max_length is not None and (not is_int(max_length) or max_length < 8):
         raise ValueError(
             f"{path}: max_length={max_length!r} must be an integer >= 8 (tokens) or null for the model's window."
         )
     label = data.get("entailment_label")
-    if label is not None and not isinstance(label, str) and not (_is_real(label) and isinstance(label, int)):
+    if label is not None and not isinstance(label, str) and not is_int(label):
         raise ValueError(f"{path}: entailment_label={label!r} must be a label name, a class index or null.")
     selection = data.get("premise_selection")
     if selection is not None and not isinstance(selection, str):
@@ -251,10 +258,6 @@ def check_calibration(data: Any, path: str | Path) -> dict[str, Any]:
             f"{path}: premise_selection={selection!r} must be a string such as 'all' or 'relevant:6', or null."
         )
     return data
-
-
-def _is_real(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def adapter_base_model(adapter: str | Path, base_model: str | Path | None = None) -> str:

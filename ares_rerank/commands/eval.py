@@ -138,8 +138,8 @@ def run(args: argparse.Namespace) -> int:
     stem = args.name or f"{task.key}__{backbone_key(args.backbone, args.kind)}"
     if not args.overwrite:
         check_previous_results(out_dir / f"{stem}.json", {
-            "task": task_record(task), "backbone": args.backbone, "backbone_options": load_options or {}, "config": asdict(config),
-            "methods": sorted(methods)})
+            "task": task_record(task), "backbone": args.backbone, "backbone_options": load_options or {},
+            "config": asdict(config), "methods": sorted(methods)})
     backbone = options.backbone_from_args(args)
     cache = None if args.no_cache else ScoreCache(args.cache_dir or out_dir / "cache")
     results = evaluate(task, backbone, methods, config, backbone_name=args.backbone,

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import math
 import os
 import re
 from dataclasses import asdict, fields
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ares_rerank.chain import Chain, ChainScores
-from ares_rerank.config import AresConfig
+from ares_rerank.config import AresConfig, is_finite_number
 from ares_rerank.estimator import ESTIMATOR_REVISION
 from ares_rerank.io import check_outside_package, remove_stale_temps, write_atomic
 
@@ -83,18 +82,15 @@ def _valid_entry(value: Any) -> bool:
     scores, per_step = value.get("step_scores"), value.get("evaluations_per_step")
     bounds = value.get("error_bounds")
     return (
-        isinstance(scores, list) and bool(scores) and all(_number(s) and 0.0 <= s <= 1.0 for s in scores)
+        isinstance(scores, list) and bool(scores) and all(is_finite_number(s) and 0.0 <= s <= 1.0 for s in scores)
         and _count(value.get("evaluations"))
         and isinstance(per_step, list) and len(per_step) == len(scores) and all(_count(e) for e in per_step)
         and all(isinstance(value.get(k, ""), str) for k in ("method", "mode"))
-        and all(value.get(k) is None or _number(value[k]) for k in ("eps", "delta"))
+        and all(value.get(k) is None or is_finite_number(value[k]) for k in ("eps", "delta"))
         and (value.get("num_samples") is None or _count(value["num_samples"]))
-        and (bounds is None or isinstance(bounds, list) and len(bounds) == len(scores) and all(map(_number, bounds)))
+        and (bounds is None or isinstance(bounds, list) and len(bounds) == len(scores)
+             and all(map(is_finite_number, bounds)))
     )
-
-
-def _number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def _count(x: Any) -> bool:

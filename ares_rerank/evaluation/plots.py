@@ -168,8 +168,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.figure == "long-chains":
         print(plot_long_chains(long_chain_series(results), args.out))
     else:
-        rows = [(r["task"]["name"], r["methods"]["ares"]["efficiency"]["actual_per_chain"],
-                 r["methods"]["ares"]["efficiency"]["theoretical_per_chain"]) for r in results if "ares" in r["methods"]]
+        efficiency = [(r["task"]["name"], r["methods"]["ares"]["efficiency"])
+                      for r in results if "ares" in r["methods"]]
+        rows = [(name, e["actual_per_chain"], e["theoretical_per_chain"]) for name, e in efficiency]
         if not rows:
             raise SystemExit("none of the results has an 'ares' method: run the runner with --methods ares,...")
         print(plot_sample_efficiency(rows, args.out))

@@ -44,7 +44,9 @@ class TaskData:
         if self.twins is not None and len(self.twins) != len(self.chains):
             raise ValueError(f"task {self.name!r}: {len(self.twins)} twins for {len(self.chains)} chains.")
         if self.first_errors is not None and len(self.first_errors) != len(self.chains):
-            raise ValueError(f"task {self.name!r}: {len(self.first_errors)} first errors for {len(self.chains)} chains.")
+            raise ValueError(
+                f"task {self.name!r}: {len(self.first_errors)} first errors for {len(self.chains)} chains."
+            )
 
     def subsample(self, k: int, seed: int = 0) -> "TaskData":
         """``k`` examples drawn at random without replacement (seeded), kept in their original order.

@@ -55,7 +55,9 @@ def load_task(
     """
     given = {"length": length, "sources": sources, "depth": depth, "valid": valid, "inserted": inserted}
     if variant not in ("vanilla", "multi_source", "insertion"):
-        raise ValueError(f"variant={variant!r} is not a ClaimTrees variant: use 'vanilla', 'multi_source' or 'insertion'.")
+        raise ValueError(
+            f"variant={variant!r} is not a ClaimTrees variant: use 'vanilla', 'multi_source' or 'insertion'."
+        )
     stray = [name for name, value in given.items() if value is not None and _SHAPE_OPTIONS[name][0] != variant]
     if stray:
         owner = _SHAPE_OPTIONS[stray[0]][0]

@@ -108,7 +108,8 @@ def load_task(
     pairs = [prmbench_chains(r, question) for r in records]
     chains = [m for _, m in pairs]
     first = [first_unsound(c.labels) for c in chains]
-    key = f"prmbench-{split}-{'-'.join(sorted(classifications)) if classifications else 'all'}-{question}-{out_of_range}"
+    kinds = "-".join(sorted(classifications)) if classifications else "all"
+    key = f"prmbench-{split}-{kinds}-{question}-{out_of_range}"
     info = {
         "split": split, "question": question, "out_of_range": out_of_range, "records_out_of_range": num_out,
         "records_skipped": num_out if out_of_range == "skip" else 0, "classifications": classifications,

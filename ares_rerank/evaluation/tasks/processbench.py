@@ -62,7 +62,9 @@ def load_task(
         A :class:`TaskData` with ``first_errors`` = the ``label`` field (after dropping empty steps).
     """
     if path is None:
-        raise ValueError("path=None: ProcessBench needs path= a file, a folder, or a hub id such as 'Qwen/ProcessBench'.")
+        raise ValueError(
+            "path=None: ProcessBench needs path= a file, a folder, or a hub id such as 'Qwen/ProcessBench'."
+        )
     records = records_from(path, "*.json*", hub_split=split)
     records = records if n is None else records[:n]
     chains = [processbench_chain(r, labels, id=str(r.get("id", f"processbench-{i}"))) for i, r in enumerate(records)]

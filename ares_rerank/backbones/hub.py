@@ -195,8 +195,8 @@ def read_calibration(*folders: str | Path | None) -> dict[str, Any]:
         path = Path(folder) / CALIBRATION_FILE
         if path.exists() and not path.is_file():
             raise ValueError(
-                f"{path} is not a file: a head's calibration is a JSON file; move the folder away (or delete it) "
-                "so that the head is read with its calibration, or uncalibrated where it has none."
+                f"{path} is not a file: a head's calibration is a JSON file such as {{\"temperature\": 1.3}}; put "
+                "that file in its place, or remove it to load the head uncalibrated."
             )
         if not path.is_file():
             continue

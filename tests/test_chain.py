@@ -26,7 +26,8 @@ def test_from_text_separators_and_prompt_splitting():
 
 def test_sentence_splitter_keeps_abbreviations_and_numbers():
     text = "Dr. Smith paid 3.5 dollars, e.g. for tea. Then J. Doe left. Is it 7? Yes."
-    assert split_sentences(text) == ["Dr. Smith paid 3.5 dollars, e.g. for tea.", "Then J. Doe left.", "Is it 7?", "Yes."]
+    expected = ["Dr. Smith paid 3.5 dollars, e.g. for tea.", "Then J. Doe left.", "Is it 7?", "Yes."]
+    assert split_sentences(text) == expected
 
 
 def test_empty_completion_is_a_clear_error():

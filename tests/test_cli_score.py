@@ -23,7 +23,8 @@ def test_score_command_flags_match_labels_with_the_oracle(tmp_path, capsys):
 
 def test_score_command_reads_prompt_completion_and_baselines(tmp_path, capsys):
     data = tmp_path / "in.jsonl"
-    data.write_text(json.dumps({"id": "a", "prompt": "Rule: A -> B (meaning that if I have A, I can derive B)\nI have A",
+    data.write_text(json.dumps({"id": "a",
+                                "prompt": "Rule: A -> B (meaning that if I have A, I can derive B)\nI have A",
                                 "completion": "I have A, I use rule (A -> B) to derive B, now I have B"}) + "\n")
     assert main(["score", str(data), "--backbone", "claimtrees-oracle", "--prompt-split", "lines",
                  "--method", "entail-prev"]) == 0

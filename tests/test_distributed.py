@@ -124,7 +124,8 @@ def test_command_line_bad_input_is_one_line_naming_the_flag(tmp_path, capsys):
     (tmp_path / "not_a_dataset").mkdir()
     base = ["--backbone", "claimtrees-oracle"]
     cases = [
-        (["--data", str(data), "--output", str(tmp_path / "o.jsonl"), "--limit", "-1"], "--limit=-1 must be a positive"),
+        (["--data", str(data), "--output", str(tmp_path / "o.jsonl"), "--limit", "-1"],
+         "--limit=-1 must be a positive"),
         (["--data", str(tmp_path / "not_a_dataset"), "--output", str(tmp_path / "o.jsonl")],
          "is a folder but not one written by Dataset.save_to_disk"),
         (["--data", str(data), "--output", str(tmp_path)], "is a folder: name a file inside it"),

@@ -65,7 +65,8 @@ def test_sampling_within_eps_of_exact_for_most_seeds():
     rng = random.Random(3)
     chain = random_chain(rng, n=2, m=4)
     backbone = HashBackbone(salt="sampling")
-    exact = score_chains([chain], backbone, config=AresConfig(mode="exact", prior=0.9, max_masks=10_000, prune_mass=0))[0]
+    exact_config = AresConfig(mode="exact", prior=0.9, max_masks=10_000, prune_mass=0)
+    exact = score_chains([chain], backbone, config=exact_config)[0]
     hits = 0
     for seed in range(200):
         sampled = score_chains([chain], backbone, config=AresConfig(mode="sample", prior=0.9, seed=seed))[0]

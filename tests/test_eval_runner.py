@@ -70,7 +70,8 @@ def test_cache_reuses_chains_and_scores_only_new_ones(tmp_path):
 
 def test_best_of_2_and_processbench_through_evaluate():
     shared_data("prmbench"), shared_data("bigbench_mistake")
-    constant = FunctionBackbone(lambda premises, hypotheses: [0.5] * len(hypotheses), name="constant")  # exact in binary: equal means
+    # 0.5 is exact in binary: equal means
+    constant = FunctionBackbone(lambda premises, hypotheses: [0.5] * len(hypotheses), name="constant")
     prm = load_task("prmbench", n=6)
     res = evaluate(prm, constant, ["entail-prev"], backbone_name="constant", progress=False)
     bo2 = res["methods"]["entail-prev"]["best_of_2"]

@@ -246,7 +246,8 @@ def test_backbone_loading_and_its_shared_helpers_import_no_backbone_module():
     # names, calibration, loading; the package folder (where the default head lies) from io, the one number check
     # from config (itself a leaf beside chain)
     assert graph["ares_rerank.config"] <= {"ares_rerank.chain"}
-    assert graph["ares_rerank.backbones.hub"] == {"ares_rerank.backbones.devices", "ares_rerank.io", "ares_rerank.config"}
+    assert graph["ares_rerank.backbones.hub"] == {"ares_rerank.backbones.devices", "ares_rerank.io",
+                                                  "ares_rerank.config"}
     # the cache keys pairs after premise selection, checked by the protocol module's check_pairs (a leaf)
     assert graph["ares_rerank.backbones.base"] == set()
     assert graph["ares_rerank.backbones.cache"] <= {"ares_rerank.backbones.selection", "ares_rerank.backbones.base"}

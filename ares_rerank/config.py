@@ -108,7 +108,7 @@ class AresConfig:
     def __post_init__(self) -> None:
         for name in ("eps", "delta"):
             value = getattr(self, name)
-            if not is_number(value) or not (0.0 < float(value) < 1.0):
+            if not is_finite_number(value) or not (0.0 < float(value) < 1.0):
                 raise ValueError(f"AresConfig({name}={value!r}) must be a number in (0, 1), e.g. {name}=0.1.")
         if not is_number(self.prior):
             raise ValueError(
@@ -123,7 +123,7 @@ class AresConfig:
             self.base_priors = list(self.base_priors)
         for name, values in (("prior", [self.prior]), ("base_priors", self.base_priors or [])):
             for p in values:
-                if not is_number(p) or not (0.0 <= float(p) <= 1.0) or math.isnan(float(p)):
+                if not is_finite_number(p) or not (0.0 <= float(p) <= 1.0):
                     raise ValueError(
                         f"AresConfig({name}={getattr(self, name)!r}) has {p!r}: priors must lie in [0, 1] (e.g. 1.0)."
                     )
@@ -141,7 +141,7 @@ class AresConfig:
                 f"AresConfig(prune_mass={self.prune_mass!r}) must lie in [0, 1) (0 = prune nothing), or None for "
                 "eps."
             )
-        if not is_number(self.threshold) or not (0.0 <= float(self.threshold) <= 1.0):
+        if not is_finite_number(self.threshold) or not (0.0 <= float(self.threshold) <= 1.0):
             raise ValueError(f"AresConfig(threshold={self.threshold!r}) must lie in [0, 1].")
         if not is_int(self.seed) or self.seed < 0:
             raise ValueError(f"AresConfig(seed={self.seed!r}) must be a non-negative integer, e.g. 0.")
@@ -258,7 +258,7 @@ def sample_size(num_steps: int, eps: float = 0.1, delta: float = 0.1) -> int:
     if not is_int(num_steps) or num_steps < 1:
         raise ValueError(f"sample_size(num_steps={num_steps!r}) needs a whole number of steps, at least one.")
     for name, value in (("eps", eps), ("delta", delta)):
-        if not is_number(value) or not 0.0 < float(value) < 1.0:
+        if not is_finite_number(value) or not 0.0 < float(value) < 1.0:
             raise ValueError(f"sample_size({name}={value!r}) must be a number in (0, 1), e.g. {name}=0.1.")
     needed = _required_samples(num_steps, eps, delta)
     if not math.isfinite(needed):

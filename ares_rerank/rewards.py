@@ -284,9 +284,7 @@ class AresReward:
             raise TypeError(f"AresReward(name={name!r}) must be a non-empty string (TRL's metric key) or None.")
         if on_error not in ("none", "raise"):
             raise ValueError(f"AresReward(on_error={on_error!r}) is not supported: use 'none' or 'raise'.")
-        if unscorable_value is not None and (
-            not is_number(unscorable_value)
-        ):
+        if unscorable_value is not None and not is_number(unscorable_value):
             raise TypeError(f"AresReward(unscorable_value={unscorable_value!r}) must be a float or None.")
         if unscorable_value is not None and not is_finite_number(unscorable_value):
             raise ValueError(

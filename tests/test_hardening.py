@@ -164,7 +164,9 @@ def test_cache_keys_change_with_the_estimator_revision(monkeypatch):
 
 @pytest.mark.parametrize("kwargs, word", [({"max_samples": 0}, "max_samples"), ({"max_samples": 2.5}, "max_samples"),
                                           ({"max_samples": True}, "max_samples"), ({"seed": -1}, "seed"),
-                                          ({"seed": 1.5}, "seed")])
+                                          ({"seed": 1.5}, "seed"), ({"eps": 10**400}, "eps"),  # too large for a
+                                          ({"prior": 10**400}, "prior"), ({"base_priors": [10**400]}, "base_priors"),
+                                          ({"threshold": 10**400}, "threshold")])  # float: not an OverflowError
 def test_new_config_checks_name_the_parameter(kwargs, word):
     with pytest.raises(ValueError, match=word):
         AresConfig(**kwargs)

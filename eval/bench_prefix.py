@@ -5,8 +5,8 @@
 
 The backbone is a random-weight Qwen2 (4 layers, hidden 256, 4 heads / 2 KV heads: ~5M parameters with the
 vocabulary) with a byte-level BPE tokenizer trained here on ClaimTrees text, a ChatML template and the Qwen PRM
-system prompt: kind ``prm-causal`` (:class:`~ares_rerank.backbones.prm.CausalPRM`, ``+`` / ``-`` at the step tag)
-or ``prm`` (:class:`~ares_rerank.backbones.prm.StepTagPRM`, a 2-label token classifier). Random weights give
+system prompt: kind ``prm-causal`` (:class:`~ares_rerank.backbones.prms.CausalPRM`, ``+`` / ``-`` at the step tag)
+or ``prm`` (:class:`~ares_rerank.backbones.prms.StepTagPRM`, a 2-label token classifier). Random weights give
 meaningless scores but the real token counts and compute: what is measured is cost, and that the scores agree.
 
 Both runs share one process and one model, each on a fresh backbone (cold in-memory cache), after one warm-up call.
@@ -21,7 +21,7 @@ import argparse
 import time
 from typing import Any, Sequence
 
-from ares_rerank.backbones.prm import QWEN_PRM_SYSTEM_PROMPT, CausalPRM, StepTagPRM
+from ares_rerank.backbones.prms import QWEN_PRM_SYSTEM_PROMPT, CausalPRM, StepTagPRM
 from ares_rerank.chain import Chain
 from ares_rerank.data.claimtrees import load_claimtrees
 from ares_rerank.config import AresConfig

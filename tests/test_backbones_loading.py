@@ -12,15 +12,20 @@ from ares_rerank import load_backbone
 from ares_rerank.backbones import loading
 from ares_rerank.backbones.loading import detect_kind, select_device, select_dtype
 from ares_rerank.backbones.oracle import ClaimTreesOracle
-from ares_rerank.backbones.prm import StepTagPRM
+from ares_rerank.backbones.prms import StepTagPRM
 
 
 def test_detect_kind_from_architectures():
-    assert detect_kind(["Qwen2ForTokenClassification"]) == "prm"
-    assert detect_kind(["Qwen2ForProcessRewardModel"]) == "prm"
+    assert detect_kind(["Qwen2ForTokenClassification"]) == "prm-trl"  # what TRL's PRMTrainer saves
+    assert detect_kind(["Qwen2ForTokenClassification"], recorded="prm") == "prm"  # ares-rerank train prm's record
+    assert detect_kind(["Qwen2ForProcessRewardModel"]) == "prm-qwen"  # loaded natively
+    assert detect_kind(["Qwen2ForPrmModel"]) == "prm-skywork"
+    assert detect_kind(["TinyForProcessRewardModel"]) == "prm"  # an unknown PRM architecture: remote code
     assert detect_kind(["DebertaV2ForSequenceClassification"]) == "nli"
-    with pytest.raises(ValueError, match="kind='judge'"):
+    with pytest.raises(ValueError, match="kind='judge'.*kind='prm-math-shepherd'.*kind='prm-rlhflow'"):
         detect_kind(["LlamaForCausalLM"], "m")
+    with pytest.raises(ValueError, match="trust_remote_code=True"):
+        detect_kind(["SomethingNew"], "m", remote_code=True)
     with pytest.raises(ValueError, match="cannot tell the backbone kind"):
         detect_kind(None, "m")
 

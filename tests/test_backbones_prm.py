@@ -9,7 +9,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
 
 from ares_rerank import AresConfig, Chain, load_backbone, score_chains
-from ares_rerank.backbones.prm import CausalPRM, StepTagPRM
+from ares_rerank.backbones.prms import CausalPRM, StepTagPRM
 from tiny_models import STEP_TAG, tiny_qwen2_token_classifier, tiny_remote_code_prm
 
 

@@ -26,7 +26,7 @@ from ares_rerank.backbones.hub import (
 )
 from ares_rerank.backbones.judge import LLMJudge
 from ares_rerank.backbones.nli import EntailmentHead
-from ares_rerank.backbones.prm import StepTagPRM
+from ares_rerank.backbones.prms import StepTagPRM
 from tiny_models import hub_cache_repo, tiny_bert_classifier
 
 

@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM, AutoModelForSequenceClassificatio
 from ares_rerank import AresConfig, Chain, load_backbone, score_chains
 from ares_rerank.backbones.hf import HFBackbone
 from ares_rerank.backbones.prefix import causal_cache_argument, plan_batches, shared_prefix_length
-from ares_rerank.backbones.prm import StepTagPRM
+from ares_rerank.backbones.prms import StepTagPRM
 from tiny_models import STEP_TAG, tiny_remote_code_prm
 
 

@@ -488,7 +488,7 @@ def test_tiny_head_trains_saves_and_reloads_with_identical_scores(tmp_path, tiny
 
 @pytest.mark.slow
 def test_tiny_prm_head_trains_with_labels_only_on_step_tags(tmp_path, tiny_prm_path):
-    from ares_rerank.backbones.prm import StepTagPRM
+    from ares_rerank.backbones.prms import StepTagPRM
     from ares_rerank.training.prm import PRMTrainingArguments, chain_rows, encode_rows, load_prm, train_prm
 
     rows = chain_rows(load_claimtrees(6, 4))

@@ -121,12 +121,18 @@ def tiny_qwen2_causal_lm(path: str | Path, seed: int = 0) -> Path:
     return _save(Qwen2ForCausalLM(_qwen2_config(tokenizer)), tokenizer, path)
 
 
-def tiny_qwen2_token_classifier(path: str | Path, seed: int = 0) -> Path:
-    """A 2-label Qwen2ForTokenClassification, the shape of Qwen2.5-Math-PRM (step tag ``<extra_0>``)."""
+def tiny_qwen2_token_classifier(path: str | Path, seed: int = 0, kind: str | None = "prm") -> Path:
+    """A 2-label Qwen2ForTokenClassification read with the configurable layout (ChatML, step tag ``<extra_0>``).
+
+    ``kind`` is recorded in its config as ``ares-rerank train prm`` records it (``ares_kind``), so ``load_backbone``
+    detects kind ``"prm"``; ``None`` leaves it out: a token classifier as TRL's PRMTrainer saves it (``"prm-trl"``).
+    """
     torch.manual_seed(seed)
     tokenizer = build_tokenizer()
     config = _qwen2_config(tokenizer, num_labels=2, id2label={0: "negative", 1: "positive"},
                            label2id={"negative": 0, "positive": 1})
+    if kind is not None:
+        config.ares_kind = kind
     return _save(Qwen2ForTokenClassification(config), tokenizer, path)
 
 

@@ -6,7 +6,7 @@ from .loading import load_backbone
 from .nli import EntailmentHead
 from .openai_judge import OpenAIJudge
 from .oracle import ClaimTreesOracle
-from .prm import CausalPRM, StepTagPRM
+from .prms import TRLPRM, CausalPRM, MathShepherdPRM, QwenPRM, RLHFlowPRM, SkyworkPRM, StepTagPRM
 from .selection import AllPremises, FitPremises, RelevantPremises, SelectingBackbone
 from .served import InsecureCredentialsWarning, ServerError, ServerResponseError
 from .vllm_pooling import VLLMPoolingPRM
@@ -24,12 +24,17 @@ __all__ = [
     "FunctionBackbone",
     "InsecureCredentialsWarning",
     "LLMJudge",
+    "MathShepherdPRM",
     "OpenAIJudge",
+    "QwenPRM",
+    "RLHFlowPRM",
     "RelevantPremises",
     "SelectingBackbone",
     "ServerError",
     "ServerResponseError",
+    "SkyworkPRM",
     "StepTagPRM",
+    "TRLPRM",
     "VLLMPoolingPRM",
     "call_backbone",
     "load_backbone",

@@ -140,21 +140,29 @@ class HFBackbone(TokenWindow):
                         revision: str | None = None, token: str | bool | None = None,
                         cache_dir: str | Path | None = None, local_files_only: bool = False,
                         **kwargs: Any) -> HFBackbone:
-        """Load with ``cls.auto_class`` (optionally with a peft adapter); ``kwargs`` go to the constructor.
+        """Load with :meth:`model_class` (optionally with a peft adapter); ``kwargs`` go to the constructor, after
+        the backbone's presets for a known hub id (``hub_presets``, e.g. a PRM's training separator).
 
         ``name_or_path`` is a folder or hub id, or a peft adapter (its base from ``base_model`` or its config).
         ``revision``, ``token``, ``cache_dir`` and ``local_files_only`` are passed to every download, as in
         transformers (:class:`~ares_rerank.backbones.hub.HubOptions`). ``trust_remote_code`` is opt-in: it runs the
         checkpoint's own Python code.
         """
+        kwargs = {**getattr(cls, "hub_presets", {}).get(str(name_or_path).lower(), {}), **kwargs}
         model, tokenizer, _ = load_model_and_tokenizer(
-            name_or_path, cls.auto_class, device=device, dtype=dtype, adapter=adapter,
+            name_or_path, cls.model_class(), device=device, dtype=dtype, adapter=adapter,
             base_model=base_model, trust_remote_code=trust_remote_code, model_kwargs=model_kwargs,
             revision=revision, token=token, cache_dir=cache_dir, local_files_only=local_files_only, calibrated=False,
         )
         backbone = cls(model, tokenizer, **kwargs)
         backbone.source = str(adapter or name_or_path)
         return backbone
+
+    @classmethod
+    def model_class(cls) -> str | type:
+        """What :meth:`from_pretrained` loads the model with: ``auto_class`` (a transformers Auto class name), or a
+        model class of the backbone's own (the native PRM architectures)."""
+        return cls.auto_class
 
     @property
     def device(self) -> Any:

@@ -351,7 +351,7 @@ def _head_calibration(head: str, options: HubOptions, model: str) -> dict[str, A
 
 def load_model_and_tokenizer(
     name_or_path: str | Path,
-    auto_class: str,
+    auto_class: str | type,
     *,
     device: Any = "auto",
     dtype: Any = "auto",
@@ -366,6 +366,10 @@ def load_model_and_tokenizer(
     calibrated: bool = True,
 ) -> tuple[Any, Any, dict[str, Any]]:
     """Load a model with ``transformers.<auto_class>.from_pretrained`` (plus a peft adapter) and its tokenizer.
+
+    ``auto_class`` is the name of a transformers Auto class, or a model class of a PRM family's own (a published
+    architecture rebuilt on transformers' decoders, :mod:`~ares_rerank.backbones.prms.native`): then the checkpoint's
+    remote code is not run, whatever ``trust_remote_code`` says (it still applies to the tokenizer).
 
     ``name_or_path`` (a folder or hub id) may itself be a peft adapter (it has ``adapter_config.json``): the base
     model then comes from ``base_model`` or the adapter's ``base_model_name_or_path`` (the packaged encoder, by either
@@ -454,8 +458,11 @@ def _load(sources: _Sources, auto_class: str, device: Any, dtype: Any, trust_rem
     hub = sources.model_options.kwargs()
     config = transformers.AutoConfig.from_pretrained(sources.model, trust_remote_code=trust_remote_code, **hub)
     auto_map = getattr(config, "auto_map", None) or {}
-    remote_only = trust_remote_code and auto_class not in auto_map and "AutoModel" in auto_map
-    cls_name = "AutoModel" if remote_only else auto_class
+    native = isinstance(auto_class, type)  # a family's own model class: the checkpoint's remote code never runs
+    remote_only = not native and trust_remote_code and auto_class not in auto_map and "AutoModel" in auto_map
+    cls_name = auto_class.__name__ if native else "AutoModel" if remote_only else auto_class
+    loader = auto_class if native else getattr(transformers, cls_name)
+    remote = {} if native else {"trust_remote_code": trust_remote_code}
     _check_architecture(config, cls_name, sources)  # before any weight is read
     # With an adapter, the base checkpoint lacks the task head (the adapter carries it as a module to save):
     # transformers' "newly initialized" load report would be a false alarm, so it is silenced for that load only.
@@ -463,9 +470,9 @@ def _load(sources: _Sources, auto_class: str, device: Any, dtype: Any, trust_rem
     if sources.adapter is not None:
         transformers.logging.set_verbosity_error()
     try:
-        model, info = getattr(transformers, cls_name).from_pretrained(
-            sources.model, dtype=select_dtype(dtype, torch_device), trust_remote_code=trust_remote_code,
-            output_loading_info=True, **hub, **(model_kwargs or {}),
+        model, info = loader.from_pretrained(
+            sources.model, dtype=select_dtype(dtype, torch_device), output_loading_info=True, **remote, **hub,
+            **(model_kwargs or {}),
         )
     finally:
         transformers.logging.set_verbosity(verbosity)

@@ -4,8 +4,8 @@
 backbone of that kind is loaded (:func:`backbone_class`), so ``import ares_rerank`` stays light and this module
 imports none of the backbone modules (which import the shared helpers from :mod:`~ares_rerank.backbones.hub` and the
 leaf :mod:`~ares_rerank.backbones.devices`). Local kinds: ``"nli"``
-(:class:`~ares_rerank.backbones.nli.EntailmentHead`), ``"prm"`` (:class:`~ares_rerank.backbones.prm.StepTagPRM`),
-``"prm-causal"`` (:class:`~ares_rerank.backbones.prm.CausalPRM`), ``"judge"``
+(:class:`~ares_rerank.backbones.nli.EntailmentHead`), ``"prm"`` (:class:`~ares_rerank.backbones.prms.StepTagPRM`),
+``"prm-causal"`` (:class:`~ares_rerank.backbones.prms.CausalPRM`), ``"judge"``
 (:class:`~ares_rerank.backbones.judge.LLMJudge`); served, named by a server URL (:data:`SERVED_KINDS`): ``"openai"``
 (:class:`~ares_rerank.backbones.openai_judge.OpenAIJudge`) and ``"vllm-pooling"``
 (:class:`~ares_rerank.backbones.vllm_pooling.VLLMPoolingPRM`). Special names: ``"claimtrees-oracle"`` (the rule
@@ -50,6 +50,8 @@ __all__ = [
     "DEFAULT_HEAD_DIR",
     "HubOptions",
     "KINDS",
+    "KIND_CONFIG_KEY",
+    "PRM_FAMILIES",
     "PACKAGED_ENCODER",
     "PACKAGED_ENCODER_HUB_ID",
     "SERVED_KINDS",
@@ -58,6 +60,7 @@ __all__ = [
     "import_object",
     "load_backbone",
     "load_model_and_tokenizer",
+    "prm_family",
     "read_calibration",
     "resolve_model_name",
     "select_device",
@@ -69,11 +72,22 @@ BACKBONE_KINDS: dict[str, str] = {
     "judge": "ares_rerank.backbones.judge:LLMJudge",
     "nli": "ares_rerank.backbones.nli:EntailmentHead",
     "openai": "ares_rerank.backbones.openai_judge:OpenAIJudge",
-    "prm": "ares_rerank.backbones.prm:StepTagPRM",
-    "prm-causal": "ares_rerank.backbones.prm:CausalPRM",
+    "prm": "ares_rerank.backbones.prms:StepTagPRM",
+    "prm-causal": "ares_rerank.backbones.prms:CausalPRM",
+    "prm-math-shepherd": "ares_rerank.backbones.prms.math_shepherd:MathShepherdPRM",
+    "prm-qwen": "ares_rerank.backbones.prms.qwen:QwenPRM",
+    "prm-rlhflow": "ares_rerank.backbones.prms.rlhflow:RLHFlowPRM",
+    "prm-skywork": "ares_rerank.backbones.prms.skywork:SkyworkPRM",
+    "prm-trl": "ares_rerank.backbones.prms.trl:TRLPRM",
     "vllm-pooling": "ares_rerank.backbones.vllm_pooling:VLLMPoolingPRM",
 }
 KINDS = tuple(BACKBONE_KINDS)
+# The published PRM families: picked from their hub ids and architectures (each class's hub_ids / architectures).
+PRM_FAMILIES = ("prm-math-shepherd", "prm-qwen", "prm-rlhflow", "prm-skywork", "prm-trl")
+# What our own `ares-rerank train prm` records in the config of a PRM it saves (a token classifier read as kind "prm").
+KIND_CONFIG_KEY = "ares_kind"
+# A hub cache snapshot folder: .../models--owner--name/snapshots/<commit>
+_SNAPSHOT = re.compile(r"models--([^/\\]+?)--([^/\\]+)[/\\]snapshots[/\\]")
 # The kinds whose name_or_path is a server URL rather than a model folder or hub id.
 SERVED_KINDS = ("openai", "vllm-pooling")
 ORACLE = "ares_rerank.backbones.oracle:ClaimTreesOracle"
@@ -142,21 +156,50 @@ def _call_factory(spec: str, factory: Any) -> Any:
         raise RuntimeError(f"load_backbone({spec!r}): the factory raised {type(err).__name__}: {err}") from err
 
 
-def detect_kind(architectures: list[str] | None, name_or_path: str = "") -> str:
-    """The backbone kind implied by a config's ``architectures``; a ValueError saying what to pass otherwise."""
+def prm_family(name_or_path: str) -> str | None:
+    """The PRM family kind of a known hub id (any case; a hub cache snapshot folder of one counts), else ``None``."""
+    name = str(name_or_path).rstrip("/\\")
+    snapshot = _SNAPSHOT.search(name)
+    hub_id = f"{snapshot.group(1)}/{snapshot.group(2)}" if snapshot else name
+    for kind in PRM_FAMILIES:
+        if hub_id.lower() in (h.lower() for h in backbone_class(kind).hub_ids):
+            return kind
+    return None
+
+
+def detect_kind(architectures: list[str] | None, name_or_path: str = "", recorded: str | None = None,
+                remote_code: bool = False) -> str:
+    """The backbone kind implied by a config's ``architectures``; a ValueError saying what to pass otherwise.
+
+    Args:
+        architectures: ``config.architectures``.
+        name_or_path: For the messages.
+        recorded: The kind our own training recorded in the config (:data:`KIND_CONFIG_KEY`), which wins.
+        remote_code: The config maps an architecture to the checkpoint's own code (``auto_map``).
+    """
     names = list(architectures or [])
-    if any(a.endswith(("ForTokenClassification", "ForProcessRewardModel")) for a in names):
+    if recorded in KINDS:
+        return recorded
+    for kind in PRM_FAMILIES:  # a published architecture that a family loads natively
+        if any(a in backbone_class(kind).architectures for a in names):
+            return kind
+    if any(a.endswith("ForTokenClassification") for a in names):
+        return "prm-trl"  # a 2-label token classifier PRM is TRL's PRMTrainer's output
+    if any(a.endswith("ForProcessRewardModel") for a in names):
         return "prm"
     if any(a.endswith("ForSequenceClassification") for a in names):
         return "nli"
     if any(a.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")) for a in names):
         raise ValueError(
-            f"{name_or_path!r} is a causal LM ({names}): it can be an LLM judge or a Math-Shepherd-style PRM, so say "
-            "which: load_backbone(..., kind='judge') or kind='prm-causal'."
+            f"{name_or_path!r} is a causal LM ({names}): it can be an LLM judge or a causal PRM, so say which: "
+            "load_backbone(..., kind='judge'), kind='prm-math-shepherd' (Math-Shepherd's ки / + / - layout), "
+            "kind='prm-rlhflow' (RLHFlow's chat of + turns) or kind='prm-causal' (your own step tag)."
         )
+    remote = (" Its config maps it to the checkpoint's own code: pass trust_remote_code=True with the kind to run "
+              "that code." if remote_code else "")
     raise ValueError(
         f"cannot tell the backbone kind of {name_or_path!r} from its config (architectures={names or None}): pass "
-        f"kind= one of {list(KINDS)} (a bare encoder such as all-MiniLM-L6-v2 is kind='nli', with a new head)."
+        f"kind= one of {list(KINDS)} (a bare encoder such as all-MiniLM-L6-v2 is kind='nli', with a new head).{remote}"
     )
 
 
@@ -181,11 +224,24 @@ def _detect_from_files(name_or_path: str, kwargs: dict[str, Any]) -> str:
         base = kwargs.get("base_model") or recorded or name_or_path
         options = replace(options, revision=adapter.get("revision") if base == recorded else None)
         name_or_path = resolve_model_name(base, options.revision)
+    family = prm_family(name_or_path)
+    if family is not None:
+        return family
     from transformers import AutoConfig
 
-    config = AutoConfig.from_pretrained(name_or_path, trust_remote_code=bool(kwargs.get("trust_remote_code")),
-                                        **options.kwargs())
-    return detect_kind(getattr(config, "architectures", None), name_or_path)
+    try:
+        config = AutoConfig.from_pretrained(name_or_path, trust_remote_code=bool(kwargs.get("trust_remote_code")),
+                                            **options.kwargs())
+    except ValueError as err:
+        if "trust_remote_code" not in str(err):
+            raise
+        raise ValueError(
+            f"{name_or_path!r} has a config of its own code (an architecture transformers does not know): pass "
+            f"trust_remote_code=True to run it, with kind= one of {list(KINDS)} (a PRM of a published family loads "
+            f"natively: kind= one of {list(PRM_FAMILIES)})."
+        ) from err
+    return detect_kind(getattr(config, "architectures", None), name_or_path, getattr(config, KIND_CONFIG_KEY, None),
+                       bool(getattr(config, "auto_map", None)))
 
 
 def _load_default(kwargs: dict[str, Any]) -> Any:

@@ -10,6 +10,7 @@ checks a step tag or label word is one token; :func:`clean_claim` keeps a claim 
 
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 
@@ -135,8 +136,14 @@ def wants_chat_template(tokenizer: Any, use_chat_template: bool | None) -> bool:
 
 
 def clean_claim(text: str, forbidden: Sequence[str]) -> str:
-    """Replace each forbidden string (a step tag, the marker) in a claim with a space, so it cannot fake a tag."""
+    """Replace each forbidden string (a step tag, the marker) in a claim with a space, so it cannot fake a tag.
+
+    Only whole occurrences: a tag that starts or ends with a letter or digit is replaced where no letter or digit
+    joins it there (Math-Shepherd's tag "ки" inside the Russian word "Такие" is part of the word, not a tag).
+    """
     for bad in forbidden:
         if bad:
-            text = text.replace(bad, " ")
+            before = r"(?<!\w)" if re.match(r"\w", bad[0]) else ""
+            after = r"(?!\w)" if re.match(r"\w", bad[-1]) else ""
+            text = re.sub(before + re.escape(bad) + after, " ", text)
     return text

@@ -1,7 +1,7 @@
 """A process reward model served by vLLM's ``/pooling`` endpoint (``task: "token_classify"``) as an ARES backbone.
 
 This is how vLLM serves Qwen2.5-Math-PRM (``Qwen2ForProcessRewardModel``) and other token-classifier PRMs. The
-backbone is the local :class:`~ares_rerank.backbones.prm.StepTagPRM` with the forward pass replaced by an HTTP
+backbone is the local :class:`~ares_rerank.backbones.prms.StepTagPRM` with the forward pass replaced by an HTTP
 request: premise selection, the cache, the window policy, base-claim / step roles and **the mask rendering are the
 local PRM's own code** (``render_prm_text`` + tag ids placed at recorded positions). The client tokenizes locally
 and sends token ids, so the server scores exactly the ids the local PRM would score and the step-tag positions are
@@ -29,7 +29,7 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from .prm import StepTagPRM
+from .prms import StepTagPRM
 from .served import (
     DEFAULT_MAX_RESPONSE_BYTES,
     JsonClient,
@@ -154,7 +154,7 @@ class VLLMPoolingPRM(StepTagPRM):
         url = self.client.root + "/pooling"
         entries = _entries(answer, len(items), url)
         out = []
-        for item, entry, wanted in zip(items, entries, self._tag_rows(list(items))):
+        for item, entry, wanted in zip(items, entries, self.tag_rows(items)):
             rows = entry.get("data") if isinstance(entry, dict) else None
             if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
                 raise ServerResponseError(

@@ -2,7 +2,7 @@
 
 TRL removed ``PRMTrainer`` in 1.14; this is the same objective on a plain ``transformers.Trainer``: each step is
 followed by the step tag, the tag's token carries the step's label (1 = correct, 0 = wrong) and every other token
-is ignored (label -100). Rows are rendered exactly as :class:`~ares_rerank.backbones.prm.StepTagPRM` renders them
+is ignored (label -100). Rows are rendered exactly as :class:`~ares_rerank.backbones.prms.StepTagPRM` renders them
 at inference (chat template when the tokenizer has one; user turn = the prompt, assistant turn = the steps, each
 followed by the tag), so a trained head scores ARES masks the way it was trained.
 
@@ -26,6 +26,7 @@ from typing import Any, Sequence
 from transformers import TrainingArguments
 
 from ..backbones.hub import named_load_errors
+from ..backbones.loading import KIND_CONFIG_KEY
 from ..io import atomic_folder, check_outside_package, prepare_run_dir
 
 
@@ -145,7 +146,7 @@ def load_prm(args: PRMTrainingArguments) -> tuple[Any, Any]:
 
 
 def _renderer(model: Any, tokenizer: Any, args: PRMTrainingArguments) -> Any:
-    from ..backbones.prm import QWEN_PRM_SYSTEM_PROMPT, StepTagPRM
+    from ..backbones.prms import QWEN_PRM_SYSTEM_PROMPT, StepTagPRM
 
     prompt = QWEN_PRM_SYSTEM_PROMPT if args.system_prompt is None else args.system_prompt
     return StepTagPRM(model, tokenizer, step_tag=args.step_tag, system_prompt=prompt,
@@ -181,6 +182,9 @@ def train_prm(args: PRMTrainingArguments) -> tuple[Any, Any]:
     trainer = Trainer(model=model, args=args, train_dataset=dataset,
                       data_collator=DataCollatorForTokenClassification(tokenizer))
     trainer.train()
+    config = getattr(trainer.model, "config", None)
+    if config is not None:  # load_backbone reads it as this layout (kind "prm"), not as a TRL-trained classifier
+        setattr(config, KIND_CONFIG_KEY, "prm")
     with atomic_folder(Path(args.output_dir) / "prm") as fresh:  # a failed save leaves an earlier PRM as it was
         trainer.model.save_pretrained(fresh)
         tokenizer.save_pretrained(fresh)

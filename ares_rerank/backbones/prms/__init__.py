@@ -1,0 +1,50 @@
+"""Process reward models as ARES backbones: one module per published family, side by side.
+
+Each family renders a question and its steps exactly as its authors' scoring code does (the same text, token ids,
+read positions and probability) and is one row of the kinds table
+(:data:`~ares_rerank.backbones.loading.BACKBONE_KINDS`); ``load_backbone`` picks it from the family's known hub ids
+(:attr:`PRMBackbone.hub_ids`) and architectures (:attr:`PRMBackbone.architectures`), or from ``kind=`` for a local
+folder. docs/PRMS.md has the table: family, hub ids, the call, what is read, how it was verified.
+
+==================  =====================  ===============================================================
+kind                class                  family
+==================  =====================  ===============================================================
+``prm-qwen``        :class:`QwenPRM`       Qwen2.5-Math-PRM (``Qwen2ForProcessRewardModel``), loaded natively
+``prm-math-shepherd`` :class:`MathShepherdPRM` Math-Shepherd (Mistral, ``ки`` tags, ``+`` / ``-``)
+``prm-rlhflow``     :class:`RLHFlowPRM`    RLHFlow Llama-3.1 PRMs (each step a user turn answered ``+``)
+``prm-skywork``     :class:`SkyworkPRM`    Skywork-o1-Open-PRM (Qwen2.5 + value head), loaded natively
+``prm-trl``         :class:`TRLPRM`        token classifiers trained with TRL's PRMTrainer
+``prm``             :class:`StepTagPRM`    your own token classifier with a step tag (configurable)
+``prm-causal``      :class:`CausalPRM`     your own causal PRM with a step tag (configurable)
+==================  =====================  ===============================================================
+
+Adding a family: a module here with a :class:`PRMBackbone` subclass (``encode_chain``, ``tag_probs``, ``kind``,
+``hub_ids``, ``architectures``), one row in ``BACKBONE_KINDS``, and a test that rebuilds the authors' scoring code on
+an offline mirror of the model.
+"""
+
+from .base import PRMBackbone, encode_spans, positive_class_probs, sigmoid_probs, token_pair_probs
+from .generic import QWEN_PRM_SYSTEM_PROMPT, CausalPRM, StepTagPRM, render_prm_text
+from .math_shepherd import MathShepherdPRM
+from .qwen import QwenPRM
+from .rlhflow import RLHFlowPRM
+from .skywork import SkyworkPRM
+from .trl import TRLPRM
+
+
+__all__ = [
+    "QWEN_PRM_SYSTEM_PROMPT",
+    "CausalPRM",
+    "MathShepherdPRM",
+    "PRMBackbone",
+    "QwenPRM",
+    "RLHFlowPRM",
+    "SkyworkPRM",
+    "StepTagPRM",
+    "TRLPRM",
+    "encode_spans",
+    "positive_class_probs",
+    "render_prm_text",
+    "sigmoid_probs",
+    "token_pair_probs",
+]

@@ -1,0 +1,273 @@
+"""Offline mirrors of published PRMs: each family's config class and architecture name, a tokenizer with its
+published special tokens and chat template, its head layout and weight names, random weights (tiny sizes).
+
+Nothing here scores anything: the tests (tests/test_prm_families.py) run each family's published scoring code,
+re-written there, beside the project on these folders. Facts taken from the published files:
+
+- Qwen2.5-Math-PRM: ``config.json`` with ``architectures: ["Qwen2ForProcessRewardModel"]``, ``model_type: "qwen2"``,
+  ``auto_map`` to ``configuration_qwen2_rm.Qwen2RMConfig`` / ``modeling_qwen2_rm.Qwen2ForProcessRewardModel``, no
+  ``num_labels`` or ``pad_token_id``; weights ``model.*``, ``score.0.*``, ``score.2.*``; Qwen2.5 tokenizer (no BOS),
+  ``<extra_0>`` a special token, ChatML template whose default system turn is the PRM prompt.
+- Skywork-o1-Open-PRM: ``architectures: ["Qwen2ForPrmModel"]``, ``model_type: "qwen2"``, ``auto_map`` to remote
+  files (not shipped here: loading must not need them), ``tie_word_embeddings: true``, one ``pytorch_model.bin`` with
+  ``model.*``, ``lm_head.weight``, ``v_head.summary.weight`` / ``.bias``; tokenizer ``bos_token`` ``<|im_start|>``.
+- Math-Shepherd: a Mistral causal LM; a SentencePiece-style tokenizer (``▁`` word boundaries, ``LlamaTokenizer``,
+  BOS ``<s>`` added by ``encode``), with ``ки``, ``▁+`` and ``▁-`` as tokens.
+- RLHFlow: a Llama causal LM; a Llama-3 byte-level tokenizer (BOS ``<|begin_of_text|>`` added by ``encode``,
+  ``<|start_header_id|>``, ``<|end_header_id|>``, ``<|eot_id|>``) with Llama-3.1-Instruct's chat template (the
+  Deepseek-Data model; its system block with the knowledge-cutoff date) or Llama-3-Instruct's (Mistral-Data).
+- TRL-trained: a ``Qwen2ForTokenClassification`` (2 labels) on its base's tokenizer.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import (
+    LlamaConfig,
+    LlamaForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForTokenClassification,
+)
+
+
+__all__ = [
+    "LLAMA3_TEMPLATE",
+    "LLAMA31_TEMPLATE",
+    "QWEN_MODELING",
+    "math_shepherd_mirror",
+    "qwen_prm_mirror",
+    "rlhflow_mirror",
+    "skywork_mirror",
+    "trl_prm_mirror",
+]
+
+CORPUS = [
+    "Janet's ducks lay 16 eggs per day. She eats three for breakfast every morning.",
+    "Step 1: 16 - 3 = 13 eggs left. Step 2: 13 - 4 = 9. The answer is: 18",
+    "Let x = 3 and y = 4. Then 2x = 6, so x + y = 7. The answer is 7.",
+    "Такие задачи решаются просто: ки кит кино. Ответ: 5.",
+    "What is 2 + 3? So 5 * 2 = 10 and 10 / 2 = 5 + - + - ( ) , . : ? ! $ %",
+    "Sue lives in a fun neighborhood. Please reason step by step, and put your final answer within boxed{}.",
+]
+
+QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<extra_0>"]
+# Qwen2.5-Math's ChatML template without its tool branches (they do not render for these messages).
+QWEN_TEMPLATE = (
+    "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
+    "{%- else %}{{- '<|im_start|>system\\nPlease reason step by step, and put your final answer within \\\\boxed{}."
+    "<|im_end|>\\n' }}{%- endif %}"
+    "{%- for message in messages %}{%- if (message.role == 'user') or (message.role == 'system' and not loop.first) "
+    "or (message.role == 'assistant') %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + "
+    "'\\n' }}{%- endif %}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+LLAMA3_SPECIAL = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+# Meta-Llama-3-8B-Instruct's template, as published.
+LLAMA3_TEMPLATE = (
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
+    "message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}"
+    "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
+)
+# Llama-3.1-8B-Instruct's template without its tool branches (they do not render without tools).
+LLAMA31_TEMPLATE = """{{- bos_token }}
+{%- if not date_string is defined %}
+    {%- set date_string = "26 Jul 2024" %}
+{%- endif %}
+{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content']|trim %}
+    {%- set messages = messages[1:] %}
+{%- else %}
+    {%- set system_message = "" %}
+{%- endif %}
+{{- "<|start_header_id|>system<|end_header_id|>\\n\\n" }}
+{{- "Cutting Knowledge Date: December 2023\\n" }}
+{{- "Today Date: " + date_string + "\\n\\n" }}
+{{- system_message }}
+{{- "<|eot_id|>" }}
+{%- for message in messages %}
+    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' }}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}
+{%- endif %}
+"""
+
+# The published Qwen2ForProcessRewardModel, re-written for transformers 5 (the checkpoint's own code targets 4.37).
+QWEN_MODELING = '''
+import torch
+from transformers import Qwen2Config, Qwen2Model, Qwen2PreTrainedModel
+from transformers.modeling_outputs import TokenClassifierOutput
+
+
+class Qwen2RMConfig(Qwen2Config):
+    model_type = "qwen2_rm"
+
+
+class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
+    config_class = Qwen2RMConfig
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = 2
+        self.model = Qwen2Model(config)
+        self.score = torch.nn.Sequential(
+            torch.nn.Linear(config.hidden_size, config.hidden_size),
+            torch.nn.ReLU(),
+            torch.nn.Linear(config.hidden_size, self.num_labels),
+        )
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, **kwargs):
+        hidden_states = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return TokenClassifierOutput(logits=self.score(hidden_states))
+'''
+
+
+def _byte_level(special: list[str], vocab_size: int = 500) -> Tokenizer:
+    """A byte-level BPE (Qwen2 / Llama-3 style) trained on :data:`CORPUS`."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS * 4, trainer=trainer)
+    return tok
+
+
+def _qwen_tokenizer(bos: str | None) -> PreTrainedTokenizerFast:
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=_byte_level(QWEN_SPECIAL), eos_token="<|im_end|>",
+                                        pad_token="<|endoftext|>", bos_token=bos,
+                                        additional_special_tokens=["<|im_start|>", "<|im_end|>", "<extra_0>"])
+    tokenizer.chat_template = QWEN_TEMPLATE
+    return tokenizer
+
+
+def _qwen2_config(tokenizer: PreTrainedTokenizerFast, **kwargs) -> Qwen2Config:
+    return Qwen2Config(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024, **kwargs)
+
+
+def _rewrite_config(path: Path, **published) -> None:
+    config = json.loads((path / "config.json").read_text())
+    for key in ("num_labels", "id2label", "label2id", "pad_token_id", "auto_map", "ares_kind"):
+        config.pop(key, None)
+    config.update(published)
+    (path / "config.json").write_text(json.dumps(config, indent=2))
+
+
+def qwen_prm_mirror(path: str | Path, seed: int = 0) -> Path:
+    """Qwen2.5-Math-PRM: its remote code and published config; weights under the published names."""
+    import importlib.util
+    import sys
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "modeling_qwen2_rm.py").write_text(QWEN_MODELING)
+    (path / "configuration_qwen2_rm.py").write_text(
+        "from transformers import Qwen2Config\n\n\nclass Qwen2RMConfig(Qwen2Config):\n    model_type = 'qwen2_rm'\n")
+    spec = importlib.util.spec_from_file_location(f"qwen_rm_mirror_{seed}", path / "modeling_qwen2_rm.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    tokenizer = _qwen_tokenizer(bos=None)
+    torch.manual_seed(seed)
+    config = module.Qwen2RMConfig(**_qwen2_config(tokenizer).to_dict())
+    model = module.Qwen2ForProcessRewardModel(config)
+    with torch.no_grad():  # a larger head spreads the random scores away from 0.5 (still away from 0 and 1)
+        model.score[2].weight.mul_(20)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    _rewrite_config(path, architectures=["Qwen2ForProcessRewardModel"], model_type="qwen2",
+                    auto_map={"AutoConfig": "configuration_qwen2_rm.Qwen2RMConfig",
+                              "AutoModel": "modeling_qwen2_rm.Qwen2ForProcessRewardModel"},
+                    bos_token_id=None, eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=False)
+    return path
+
+
+def skywork_mirror(path: str | Path, seed: int = 0) -> Path:
+    """Skywork-o1-Open-PRM: a Qwen2 causal LM plus ``v_head.summary`` in one ``pytorch_model.bin``."""
+    from transformers import Qwen2ForCausalLM
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    tokenizer = _qwen_tokenizer(bos="<|im_start|>")
+    torch.manual_seed(seed)
+    config = _qwen2_config(tokenizer, tie_word_embeddings=True)
+    lm = Qwen2ForCausalLM(config)
+    state = {k: v.clone() for k, v in lm.state_dict().items()}
+    state["v_head.summary.weight"] = torch.randn(1, config.hidden_size) * 0.5
+    state["v_head.summary.bias"] = torch.tensor([0.1])
+    lm.save_pretrained(path)
+    for f in path.glob("*.safetensors"):
+        f.unlink()
+    torch.save(state, path / "pytorch_model.bin")
+    tokenizer.save_pretrained(path)
+    _rewrite_config(path, architectures=["Qwen2ForPrmModel"], model_type="qwen2",
+                    auto_map={"AutoConfig": "configuration_qwen2_rm.Qwen2RMConfig",
+                              "AutoModel": "modeling_qwen2_rm.Qwen2ForRewardModel"},
+                    pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True)
+    return path
+
+
+def math_shepherd_mirror(path: str | Path, seed: int = 0) -> Path:
+    """Math-Shepherd: a Mistral causal LM with a SentencePiece-style (``▁``) tokenizer that adds BOS."""
+    path = Path(path)
+    tok = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("▁"), behavior="merged_with_next")
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.Strip(" ", 1, 0)])
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<unk>", "<s>", "</s>"], show_progress=False,
+                                  initial_alphabet=list("▁+-ки\n"))
+    tok.train_from_iterator(CORPUS * 4 + ["ки ки ки + - + -"] * 8, trainer=trainer)
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
+                                                       special_tokens=[("<s>", tok.token_to_id("<s>"))])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+    for needed in ("ки", "▁+", "▁-"):
+        assert tok.token_to_id(needed) is not None, needed
+    torch.manual_seed(seed)
+    config = MistralConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                           bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    MistralForCausalLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def rlhflow_mirror(path: str | Path, template: str = LLAMA31_TEMPLATE, seed: int = 0) -> Path:
+    """An RLHFlow Llama-3.1 PRM: a Llama causal LM, a Llama-3 byte-level tokenizer that adds BOS, its chat template."""
+    path = Path(path)
+    tok = _byte_level(LLAMA3_SPECIAL)
+    bos = tok.token_to_id("<|begin_of_text|>")
+    tok.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A",
+                                                       pair="<|begin_of_text|> $A <|begin_of_text|> $B",
+                                                       special_tokens=[("<|begin_of_text|>", bos)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>",
+                                        pad_token="<|end_of_text|>")
+    tokenizer.chat_template = template
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                         bos_token_id=bos, eos_token_id=tokenizer.eos_token_id)
+    LlamaForCausalLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def trl_prm_mirror(path: str | Path, bos: str | None = None, seed: int = 0) -> Path:
+    """A PRM as TRL's PRMTrainer saves it: ``Qwen2ForTokenClassification`` (2 labels) and its base's tokenizer."""
+    path = Path(path)
+    tokenizer = _qwen_tokenizer(bos=bos)
+    torch.manual_seed(seed)
+    model = Qwen2ForTokenClassification(_qwen2_config(tokenizer, num_labels=2, pad_token_id=tokenizer.pad_token_id))
+    with torch.no_grad():
+        model.score.weight.mul_(20)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path

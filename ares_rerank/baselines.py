@@ -96,7 +96,7 @@ def check_method_backbone(method: str, backbone: Any) -> None:
     if method in CHAIN_BASELINES and not hasattr(backbone, "chain_step_probs"):
         raise TypeError(
             f"method={method!r} needs a backbone that scores a whole chain in one pass (chain_step_probs), and "
-            f"{backbone!r} has none: use a PRM backbone (kind='prm' / 'prm-causal') for 'prm-chain' or a judge "
+            f"{backbone!r} has none: use a PRM backbone (a kind 'prm-...', docs/PRMS.md) for 'prm-chain' or a judge "
             "backbone (kind='judge') for 'llm-judge'."
         )
 

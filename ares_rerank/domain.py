@@ -102,7 +102,8 @@ def demo_warning_message(owner: str, reason: str) -> str:
         f"{owner} is scoring with the embedded demo head (an entailment head trained on ClaimTrees rule chains "
         f"and cooking recipes only), and {reason}: these scores are not meaningful (a reranker picks at random; GRPO "
         "scales such rewards up to full-size advantages). Pass a backbone for your domain: a process reward model "
-        "(load_backbone('Qwen/Qwen2.5-Math-PRM-7B', kind='prm')), an LLM judge (kind='judge', or kind='openai' for a "
-        "served one) or a head you trained; on the command line --backbone PATH --kind prm|judge; for "
+        "(load_backbone('Qwen/Qwen2.5-Math-PRM-7B'); the published PRM families are listed in docs/PRMS.md), an LLM "
+        "judge (kind='judge', or kind='openai' for a served one) or a head you trained; on the command line "
+        "--backbone PATH [--kind prm-qwen|prm-math-shepherd|prm-rlhflow|prm-skywork|prm-trl|judge]; for "
         "ares_rerank.rewards.ares_reward set ARES_RERANK_BACKBONE and ARES_RERANK_KIND."
     )

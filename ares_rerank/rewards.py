@@ -34,8 +34,8 @@ the same reward for TRL's async path (:class:`AsyncAresReward`). Their reranker 
 variable                            value                                                                  default
 ==================================  =====================================================================  ===========
 ``ARES_RERANK_BACKBONE``            a name or path for ``load_backbone`` (folder, hub id, URL, ...)        ``default``
-``ARES_RERANK_KIND``                the backbone kind: ``nli``, ``prm``, ``prm-causal``, ``judge``,        detected
-                                    ``openai``, ``vllm-pooling``
+``ARES_RERANK_KIND``                the backbone kind: ``nli``, a PRM family (``prm-qwen``, ...),          detected
+                                    ``prm``, ``prm-causal``, ``judge``, ``openai``, ``vllm-pooling``
 ``ARES_RERANK_BACKBONE_OPTIONS``    a JSON object of ``load_backbone`` keyword arguments, e.g.             ``{}``
                                     ``{"dtype": "bfloat16", "batch_size": 32}``
 ``ARES_RERANK_AGGREGATE``           the chain score: ``final``, ``mean``, ``min``, ``product``             ``final``

@@ -160,3 +160,35 @@ def test_predict_on_a_prm_scores_each_step_after_its_premises(prm):
     pairs = [(BASE, STEPS[0]), (BASE + STEPS[:1], STEPS[1]), ("Let x = 3.", "Then 2x = 6.")]
     expected = prm.entailment_probs([BASE, BASE + STEPS[:1], ["Let x = 3."]], [STEPS[0], STEPS[1], "Then 2x = 6."])
     assert prm.predict(pairs, batch_size=2).tolist() == pytest.approx(expected)
+
+
+def test_only_whole_tags_are_cleaned_from_claims():
+    from ares_rerank.backbones.tokenization import clean_claim
+
+    assert clean_claim("Такие задачи: ки x ки. кит", ["ки"]) == "Такие задачи:   x  . кит"  # inside words: kept
+    assert clean_claim("a<extra_0>b", ["<extra_0>"]) == "a b"  # a tag of punctuation is whole wherever it stands
+
+
+def test_window_drops_warn_once_with_counts(tiny_prm_path):
+    prm = load_backbone(tiny_prm_path, max_length=160)
+    long_base = [f"Fact {i}: z{i} = {i}." for i in range(40)]
+    with pytest.warns(UserWarning, match=r"window of 160 tokens, so \d+ of its 40 premises were left out") as seen:
+        prm.entailment_probs([long_base], ["So z3 = 3."], num_base=[40])
+    assert len([w for w in seen if "window" in str(w.message)]) == 1
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once per backbone
+        prm.entailment_probs([long_base], ["So z4 = 4."], num_base=[40])
+    assert prm.stats.pairs_windowed == 2
+
+
+def test_whole_chain_that_cannot_fit_says_what_to_do(tiny_prm_path):
+    """overlong_steps='truncate' cuts one judged step; a whole chain's steps are never cut: a clear error, not
+    'cannot hold even an empty hypothesis'."""
+    prm = load_backbone(tiny_prm_path, max_length=160, overlong_steps="truncate")
+    steps = [f"Then z{i} = {i} + {i}." for i in range(30)]
+    with pytest.raises(ValueError, match=r"30 steps need \d+ tokens.*never cuts steps.*method='ares'"):
+        prm.chain_step_probs(BASE, steps)
+    (value,) = prm.entailment_probs([BASE], [" ".join(steps)], num_base=[2])  # one step: truncated, scored
+    assert 0 < value < 1 and prm.stats.hypotheses_truncated == 1

@@ -9,6 +9,8 @@ ARES scores, for every mask.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -63,7 +65,9 @@ NUM_BASE = [1, 1, 0, 1]
 def test_served_scores_equal_the_local_prm(tiny_prm_path, local_prm, layout, output):
     calls = []
     with FakeServer(pooling_server(tiny_prm_path, layout, output, calls)) as server:
-        served = VLLMPoolingPRM(server.url, tiny_prm_path, batch_size=3, concurrency=2, max_retries=0)
+        probabilities = "logits" if output == "logits" else "auto"
+        served = VLLMPoolingPRM(server.url, tiny_prm_path, batch_size=3, concurrency=2, max_retries=0,
+                                probabilities=probabilities)
         got = served.entailment_probs(PREMISES, HYPOTHESES, num_base=NUM_BASE)
         chain = served.chain_step_probs(["Let x = 3."], ["Then 2x = 6.", "so x + 1 = 4.", "The answer is 5."])
     want = local_prm.entailment_probs(PREMISES, HYPOTHESES, num_base=NUM_BASE)
@@ -166,3 +170,17 @@ def test_load_backbone_kinds_for_servers(tiny_prm_path):
     assert isinstance(prm, VLLMPoolingPRM) and prm.served_model == "m" and prm.client.root == "http://127.0.0.1:8000"
     with pytest.raises(ValueError, match="is a server URL: say what it serves"):
         load_backbone("http://127.0.0.1:8000/v1")
+
+
+def test_rows_that_are_not_probabilities_are_refused_unless_said_to_be_logits(tiny_prm_path):
+    """vLLM's STEP pooling with returned_token_ids returns hidden-state rows for a causal PRM (issue 16545): 'auto'
+    must not softmax two such numbers into a score."""
+    items = [{"input_ids": [5, 6], "tags": [1]}]
+    hidden = {"data": [{"index": 0, "data": [[3.7, -12.2], [0.4, 2.9]]}]}
+    auto = VLLMPoolingPRM("http://127.0.0.1:9", tiny_prm_path, model="m", max_length=64)
+    auto.tag_id = 6
+    with pytest.raises(ServerResponseError, match="not a probability vector.*16545.*prm-math-shepherd"):
+        auto.tag_probs_from_answer(hidden, items)
+    logits = VLLMPoolingPRM("http://127.0.0.1:9", tiny_prm_path, model="m", max_length=64, probabilities="logits")
+    logits.tag_id = 6
+    assert logits.tag_probs_from_answer(hidden, items)[0][0] == pytest.approx(1 / (1 + math.exp(0.4 - 2.9)))

@@ -431,8 +431,9 @@ _ARCHITECTURES = {
     "AutoModelForTokenClassification": ("ForTokenClassification",),
     "AutoModelForCausalLM": ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration"),
 }
-_KIND_OF = {"ForSequenceClassification": "'nli'", "ForTokenClassification": "'prm'", "ForCausalLM": "'judge' or "
-            "'prm-causal'", "LMHeadModel": "'judge' or 'prm-causal'", "ForConditionalGeneration": "'judge'"}
+_CAUSAL_KINDS = "'judge', 'prm-math-shepherd', 'prm-rlhflow' or 'prm-causal'"
+_KIND_OF = {"ForSequenceClassification": "'nli'", "ForTokenClassification": "'prm-trl' or 'prm'",
+            "ForCausalLM": _CAUSAL_KINDS, "LMHeadModel": _CAUSAL_KINDS, "ForConditionalGeneration": "'judge'"}
 
 
 def _check_architecture(config: Any, cls_name: str, sources: _Sources) -> None:

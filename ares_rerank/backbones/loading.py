@@ -4,8 +4,11 @@
 backbone of that kind is loaded (:func:`backbone_class`), so ``import ares_rerank`` stays light and this module
 imports none of the backbone modules (which import the shared helpers from :mod:`~ares_rerank.backbones.hub` and the
 leaf :mod:`~ares_rerank.backbones.devices`). Local kinds: ``"nli"``
-(:class:`~ares_rerank.backbones.nli.EntailmentHead`), ``"prm"`` (:class:`~ares_rerank.backbones.prms.StepTagPRM`),
-``"prm-causal"`` (:class:`~ares_rerank.backbones.prms.CausalPRM`), ``"judge"``
+(:class:`~ares_rerank.backbones.nli.EntailmentHead`); the published PRM families (:data:`PRM_FAMILIES`, one module
+each in :mod:`~ares_rerank.backbones.prms`: ``"prm-qwen"``, ``"prm-math-shepherd"``, ``"prm-rlhflow"``,
+``"prm-skywork"``, ``"prm-trl"``), picked from their hub ids and architectures (:func:`prm_family`,
+:func:`detect_kind`); ``"prm"`` (:class:`~ares_rerank.backbones.prms.StepTagPRM`) and ``"prm-causal"``
+(:class:`~ares_rerank.backbones.prms.CausalPRM`) for PRMs of your own layout; ``"judge"``
 (:class:`~ares_rerank.backbones.judge.LLMJudge`); served, named by a server URL (:data:`SERVED_KINDS`): ``"openai"``
 (:class:`~ares_rerank.backbones.openai_judge.OpenAIJudge`) and ``"vllm-pooling"``
 (:class:`~ares_rerank.backbones.vllm_pooling.VLLMPoolingPRM`). Special names: ``"claimtrees-oracle"`` (the rule
@@ -82,8 +85,9 @@ BACKBONE_KINDS: dict[str, str] = {
     "vllm-pooling": "ares_rerank.backbones.vllm_pooling:VLLMPoolingPRM",
 }
 KINDS = tuple(BACKBONE_KINDS)
-# The published PRM families: picked from their hub ids and architectures (each class's hub_ids / architectures).
-PRM_FAMILIES = ("prm-math-shepherd", "prm-qwen", "prm-rlhflow", "prm-skywork", "prm-trl")
+# The published PRM families (a module each in backbones/prms/; the configurable "prm" / "prm-causal" are not):
+# picked from their hub ids and architectures (each class's hub_ids / architectures).
+PRM_FAMILIES = tuple(k for k, target in BACKBONE_KINDS.items() if target.startswith("ares_rerank.backbones.prms."))
 # What our own `ares-rerank train prm` records in the config of a PRM it saves (a token classifier read as kind "prm").
 KIND_CONFIG_KEY = "ares_kind"
 # A hub cache snapshot folder: .../models--owner--name/snapshots/<commit>
@@ -267,10 +271,13 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
             ``"claimtrees-oracle"``, ``"default"``, or ``"package.module:attr"``: an object with
             ``entailment_probs``, or a zero-argument factory / class returning one (imported and used as is; a
             local folder of that name is loaded as a folder instead).
-        kind: A key of :data:`BACKBONE_KINDS` (``"nli"``, ``"prm"``, ``"prm-causal"``, ``"judge"``, ``"openai"``,
-            ``"vllm-pooling"``); ``None`` detects it from the config's ``architectures`` (token classifier ->
-            ``"prm"``, sequence classifier -> ``"nli"``; a causal LM must be told: ``"judge"`` or
-            ``"prm-causal"``). A server URL must be told too.
+        kind: A key of :data:`BACKBONE_KINDS` (``"nli"``, a PRM family such as ``"prm-math-shepherd"``,
+            ``"prm"``, ``"prm-causal"``, ``"judge"``, ``"openai"``, ``"vllm-pooling"``); ``None`` detects it: a
+            published PRM's hub id (or its hub cache snapshot folder) names its family, else the config's
+            ``architectures`` (``Qwen2ForProcessRewardModel`` -> ``"prm-qwen"``, ``Qwen2ForPrmModel`` ->
+            ``"prm-skywork"``, another token classifier -> ``"prm-trl"`` unless ``ares-rerank train prm`` recorded
+            ``"prm"``, sequence classifier -> ``"nli"``; a causal LM must be told: ``"judge"``,
+            ``"prm-math-shepherd"``, ``"prm-rlhflow"`` or ``"prm-causal"``). A server URL must be told too.
         **kwargs: Passed to the backbone's ``from_pretrained`` (e.g. ``device``, ``dtype``, ``batch_size``,
             ``premise_selection``, ``entailment_label``, ``step_tag``, ``mode``, ``trust_remote_code``, and the
             hub options ``revision``, ``token``, ``cache_dir``, ``local_files_only``, used for every download,

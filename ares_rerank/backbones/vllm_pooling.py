@@ -15,9 +15,11 @@ known, never searched for. Score = positive-class probability at the judged step
 
 Both row layouts vLLM can return are read: one row per input token (pooling type ``ALL``, or ``STEP`` without a
 ``step_tag_id``), or one row per step tag (``--pooler-config '{"pooling_type": "STEP", "step_tag_id": 151651}'``).
-Rows are class probabilities (vLLM applies the softmax by default); rows that are not a probability vector are
-treated as logits and softmaxed here (``probabilities="auto"``). For a Math-Shepherd-style causal PRM served with
-``"returned_token_ids": [<+ id>, <- id>]`` pass ``positive_index=0`` and ``step_tag`` = its tag (e.g. ``"ки"``).
+Rows are class probabilities (vLLM applies the softmax by default): with ``probabilities="auto"`` a row that is not a
+probability vector is an error, never softmaxed here unasked (``probabilities="logits"`` says the rows are a token
+classifier's logits). **Causal PRMs (Math-Shepherd, RLHFlow) are not served this way**: vLLM's STEP pooling with
+``returned_token_ids`` indexes the hidden states, not the logits (vLLM issue 16545, read in vLLM's pooler up to 0.33),
+so its rows are no +/- probabilities; score them with their local families (docs/PRMS.md).
 
 Tested against response bodies written from vLLM's ``PoolingResponse`` schema (``tests/fixtures/``) and a local fake
 server that runs a real tiny token classifier; vLLM itself cannot run on the CPU-only test machines.
@@ -54,7 +56,8 @@ class VLLMPoolingPRM(StepTagPRM):
         step_tag: The tag after every step; its id is looked up from the tokenizer (Qwen: ``"<extra_0>"``).
         positive_index: Column of the positive class in each row (Qwen: 1).
         task: The ``/pooling`` task (``"token_classify"``; ``"encode"`` for vLLM before the split into tasks).
-        probabilities: ``"auto"``, ``"probs"`` (rows are probabilities) or ``"logits"`` (softmax them here).
+        probabilities: ``"auto"`` (rows must be probability vectors: anything else is an error naming the cause),
+            ``"probs"`` (rows are probabilities) or ``"logits"`` (a token classifier's logits: softmax them here).
         concurrency: Requests in flight at once; each request carries up to ``batch_size`` inputs.
         timeout, max_retries, backoff, api_key, total_timeout, max_response_bytes: See
             :class:`~ares_rerank.backbones.served.JsonClient` (defaults here: 120 s per attempt, 3 retries, 0.5 s,
@@ -187,7 +190,15 @@ class VLLMPoolingPRM(StepTagPRM):
                 url,
             )
         is_probs = all(0.0 <= v <= 1.0 for v in values) and abs(sum(values) - 1.0) < 1e-3
-        if self.probabilities == "probs" or (self.probabilities == "auto" and is_probs):
+        if self.probabilities == "auto" and not is_probs:
+            raise ServerResponseError(
+                f"{url} returned the row {values[:8]}, which is not a probability vector (vLLM softmaxes a token "
+                "classifier's rows unless told not to). A causal PRM served with STEP pooling and returned_token_ids "
+                "(Math-Shepherd's recipe) returns rows of hidden states there, not logits (vLLM issue 16545): score "
+                "it locally with its family (kind='prm-math-shepherd' / 'prm-rlhflow', docs/PRMS.md). If the rows are "
+                "a token classifier's logits, pass probabilities='logits'.", url,
+            )
+        if self.probabilities == "probs" or is_probs and self.probabilities == "auto":
             if not 0.0 <= values[self.positive_index] <= 1.0:
                 raise ServerResponseError(
                     f"{url} returned {values[:8]} with probabilities='probs': not in [0, 1].", url,

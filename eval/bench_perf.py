@@ -114,10 +114,12 @@ def certificate_text(cert: dict[str, Any]) -> str:
 
 
 def _cold(backbone: Any) -> None:
-    """Empty a model backbone's in-memory cache and zero its counters (no-op for backbones without them)."""
-    cache = getattr(backbone, "cache", None)
-    if cache is not None and hasattr(cache, "clear"):
-        cache.clear()
+    """Empty a model backbone's in-memory caches (scores, stored prefixes) and zero its counters (no-op for backbones
+    without them)."""
+    if hasattr(backbone, "clear_caches"):
+        backbone.clear_caches()
+    elif hasattr(getattr(backbone, "cache", None), "clear"):
+        backbone.cache.clear()
     if hasattr(backbone, "reset_stats"):
         backbone.reset_stats()
 

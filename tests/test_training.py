@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ares_rerank.backbones.loading import load_backbone
 from ares_rerank.backbones.oracle import ClaimTreesOracle
 from ares_rerank.backbones.selection import apply_selector, get_selector
 from ares_rerank.chain import Chain
@@ -487,9 +488,12 @@ def test_tiny_head_trains_saves_and_reloads_with_identical_scores(tmp_path, tiny
 
 
 @pytest.mark.slow
-def test_tiny_prm_head_trains_with_labels_only_on_step_tags(tmp_path, tiny_prm_path):
+def test_tiny_prm_head_trains_with_labels_only_on_step_tags(tmp_path):
     from ares_rerank.backbones.prms import StepTagPRM
     from ares_rerank.training.prm import PRMTrainingArguments, chain_rows, encode_rows, load_prm, train_prm
+    from tiny_models import tiny_qwen2_token_classifier
+
+    tiny_prm_path = tiny_qwen2_token_classifier(tmp_path / "base", kind=None)  # a plain token classifier
 
     rows = chain_rows(load_claimtrees(6, 4))
     (tmp_path / "rows.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
@@ -511,7 +515,8 @@ def test_tiny_prm_head_trains_with_labels_only_on_step_tags(tmp_path, tiny_prm_p
     live = StepTagPRM(model.eval(), tokenizer, cache_size=0)
     with pytest.raises(ValueError, match=r"output_dir=.*prm-run' holds an earlier run .*prm"):
         train_prm(args)  # refused before any work: the PRM just saved is not silently replaced
-    reloaded = StepTagPRM.from_pretrained(tmp_path / "prm-run" / "prm", device="cpu")
+    reloaded = load_backbone(tmp_path / "prm-run" / "prm", device="cpu")  # its record says: this layout, not TRL's
+    assert type(reloaded) is StepTagPRM
     np.testing.assert_allclose(reloaded.chain_step_probs(chain.base_claims, chain.steps),
                                live.chain_step_probs(chain.base_claims, chain.steps), rtol=0, atol=1e-6)
 

@@ -111,7 +111,7 @@ class HFBackbone(TokenWindow):
         cache_size: int = 100_000,
         overlong_steps: str = "error",
         prefix_cache: bool | None = None,
-        prefix_store_mb: int = 256,
+        prefix_store_mb: int = 1024,
     ) -> None:
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"batch_size={batch_size!r} must be a positive integer, e.g. 16.")

@@ -10,7 +10,8 @@ each in :mod:`~ares_rerank.backbones.prms`: ``"prm-qwen"``, ``"prm-math-shepherd
 :func:`detect_kind`); ``"prm"`` (:class:`~ares_rerank.backbones.prms.StepTagPRM`) and ``"prm-causal"``
 (:class:`~ares_rerank.backbones.prms.CausalPRM`) for PRMs of your own layout; ``"judge"``
 (:class:`~ares_rerank.backbones.judge.LLMJudge`); served, named by a server URL (:data:`SERVED_KINDS`): ``"openai"``
-(:class:`~ares_rerank.backbones.openai_judge.OpenAIJudge`) and ``"vllm-pooling"``
+(:class:`~ares_rerank.backbones.openai_judge.OpenAIJudge`), ``"vllm-completions"`` (a causal PRM family read from
+vLLM's prompt log-probabilities, :mod:`~ares_rerank.backbones.vllm_completions`) and ``"vllm-pooling"``
 (:class:`~ares_rerank.backbones.vllm_pooling.VLLMPoolingPRM`). Special names: ``"claimtrees-oracle"`` (the rule
 oracle, no model), ``"default"`` (the entailment head shipped in ``ares_rerank/default_head/``) and
 ``"package.module:attr"`` (your own backbone object, or a zero-argument factory returning one).
@@ -82,6 +83,7 @@ BACKBONE_KINDS: dict[str, str] = {
     "prm-rlhflow": "ares_rerank.backbones.prms.rlhflow:RLHFlowPRM",
     "prm-skywork": "ares_rerank.backbones.prms.skywork:SkyworkPRM",
     "prm-trl": "ares_rerank.backbones.prms.trl:TRLPRM",
+    "vllm-completions": "ares_rerank.backbones.vllm_completions:VLLMCompletionsPRM",
     "vllm-pooling": "ares_rerank.backbones.vllm_pooling:VLLMPoolingPRM",
 }
 KINDS = tuple(BACKBONE_KINDS)
@@ -93,7 +95,7 @@ KIND_CONFIG_KEY = "ares_kind"
 # A hub cache snapshot folder: .../models--owner--name/snapshots/<commit>
 _SNAPSHOT = re.compile(r"models--([^/\\]+?)--([^/\\]+)[/\\]snapshots[/\\]")
 # The kinds whose name_or_path is a server URL rather than a model folder or hub id.
-SERVED_KINDS = ("openai", "vllm-pooling")
+SERVED_KINDS = ("openai", "vllm-completions", "vllm-pooling")
 ORACLE = "ares_rerank.backbones.oracle:ClaimTreesOracle"
 # "package.module:attr", as in entry points; a local folder of that name wins.
 _SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
@@ -267,12 +269,13 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
 
     Args:
         name_or_path: A folder or hub id (``from_pretrained`` semantics, so ``HF_HUB_OFFLINE=1`` is honoured), a
-            peft adapter folder, a server URL (with ``kind="openai"`` or ``"vllm-pooling"``),
+            peft adapter folder, a server URL (with ``kind="openai"``, ``"vllm-completions"`` or ``"vllm-pooling"``),
             ``"claimtrees-oracle"``, ``"default"``, or ``"package.module:attr"``: an object with
             ``entailment_probs``, or a zero-argument factory / class returning one (imported and used as is; a
             local folder of that name is loaded as a folder instead).
         kind: A key of :data:`BACKBONE_KINDS` (``"nli"``, a PRM family such as ``"prm-math-shepherd"``,
-            ``"prm"``, ``"prm-causal"``, ``"judge"``, ``"openai"``, ``"vllm-pooling"``); ``None`` detects it: a
+            ``"prm"``, ``"prm-causal"``, ``"judge"``, ``"openai"``, ``"vllm-completions"``, ``"vllm-pooling"``);
+            ``None`` detects it: a
             published PRM's hub id (or its hub cache snapshot folder) names its family, else the config's
             ``architectures`` (``Qwen2ForProcessRewardModel`` -> ``"prm-qwen"``, ``Qwen2ForPrmModel`` ->
             ``"prm-skywork"``, another token classifier -> ``"prm-trl"`` unless ``ares-rerank train prm`` recorded
@@ -324,7 +327,8 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
     if kind is None and name.startswith(("http://", "https://")):
         raise ValueError(
             f"{name!r} is a server URL: say what it serves, kind='openai' (an LLM judge on an OpenAI-compatible "
-            "server) or kind='vllm-pooling' (a PRM on vLLM's /pooling; pass tokenizer= too)."
+            "server), kind='vllm-pooling' (a token-classifier PRM on vLLM's /pooling) or kind='vllm-completions' (a causal "
+            "PRM family on vLLM's /v1/completions; pass tokenizer= and family=)."
         )
     if kind in SERVED_KINDS:
         return backbone_class(kind).from_pretrained(name_or_path, **kwargs)

@@ -56,6 +56,9 @@ class PRMBackbone(HFBackbone):
 
     #: The family's name in the kinds table (``load_backbone(..., kind=...)``).
     kind = "prm"
+    #: What the score is read from: ``"token-class"`` (a token classifier's labels), ``"next-token"`` (a causal LM's
+    #: logits of a good and a bad token: servable over ``/v1/completions``) or ``"value"`` (a value head).
+    reads = ""
     #: Hub ids of the family's published models (``load_backbone`` picks the family from them, any case).
     hub_ids: tuple[str, ...] = ()
     #: ``config.architectures`` names only this family uses (picked from them too).

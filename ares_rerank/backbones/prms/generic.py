@@ -128,6 +128,7 @@ class StepTagPRM(_TaggedPRM):
     """
 
     kind = "prm"
+    reads = "token-class"
     auto_class = "AutoModelForTokenClassification"
 
     def __init__(self, model: Any, tokenizer: Any, step_tag: str = "<extra_0>", positive_index: int = 1,
@@ -157,6 +158,7 @@ class CausalPRM(_TaggedPRM):
     """
 
     kind = "prm-causal"
+    reads = "next-token"
     auto_class = "AutoModelForCausalLM"
 
     def __init__(self, model: Any, tokenizer: Any, step_tag: str = "ки", good_token: str = "+",

@@ -37,6 +37,7 @@ class MathShepherdPRM(PRMBackbone):
     """
 
     kind = "prm-math-shepherd"
+    reads = "next-token"
     auto_class = "AutoModelForCausalLM"
     hub_ids = ("peiyi9979/math-shepherd-mistral-7b-prm",)
 

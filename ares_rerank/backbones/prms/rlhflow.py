@@ -38,6 +38,7 @@ class RLHFlowPRM(PRMBackbone):
     """
 
     kind = "prm-rlhflow"
+    reads = "next-token"
     auto_class = "AutoModelForCausalLM"
     hub_ids = ("RLHFlow/Llama3.1-8B-PRM-Deepseek-Data", "RLHFlow/Llama3.1-8B-PRM-Mistral-Data")
 

@@ -74,6 +74,7 @@ class SkyworkPRM(PRMBackbone):
     """
 
     kind = "prm-skywork"
+    reads = "value"
     hub_ids = ("Skywork/Skywork-o1-Open-PRM-Qwen-2.5-1.5B", "Skywork/Skywork-o1-Open-PRM-Qwen-2.5-7B")
     architectures = ("Qwen2ForPrmModel",)
 

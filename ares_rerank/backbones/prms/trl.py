@@ -36,6 +36,7 @@ class TRLPRM(PRMBackbone):
     """
 
     kind = "prm-trl"
+    reads = "token-class"
     auto_class = "AutoModelForTokenClassification"
     hub_ids = ("HuggingFaceH4/Qwen2.5-Math-7B-Instruct-PRM-0.2", "HuggingFaceH4/Qwen2.5-Math-1.5B-Instruct-PRM-0.2",
                "trl-lib/Qwen2-0.5B-Reward-Math-Sheperd")

@@ -415,15 +415,14 @@ class HFBackbone(TokenWindow):
 
     def _logits_with_store(self, batch: dict[str, Any], transform: Callable[[Any], Any],
                            transform_key: Hashable) -> Any:
-        """:meth:`forward_logits` with the prefix store: rows that extend a stored input run their new tokens alone
-        on its keys and values; the others run as one batch; every row read is stored."""
-        import torch
-        from transformers import DynamicCache
-
+        """:meth:`forward_logits` with the prefix store: the rows that extend a stored input run their new tokens in
+        one call on the stored keys and values (:meth:`_extend_stored`); the others run as one batch; every row read is
+        stored."""
         lengths = batch["attention_mask"].sum(1).tolist()
         ids = [row[:n] for row, n in zip(batch["input_ids"].tolist(), lengths)]
         found = [self.prefix_store.longest(transform_key, row) for row in ids]
-        extend = [r for r, (_, n) in enumerate(found) if n > CALL_COST]  # worth a call of its own
+        # a stored head saves a call's worth of tokens; ragged heads need explicit positions
+        extend = [r for r, (_, n) in enumerate(found) if n > CALL_COST and self.position_argument]
         rest = [r for r in range(len(ids)) if r not in set(extend)]
         pieces: dict[int, Any] = {}
         if rest:
@@ -431,40 +430,74 @@ class HFBackbone(TokenWindow):
             logits, cache = self._logits({k: v[rest, :width] for k, v in batch.items()}, transform, want_cache=True)
             for j, r in enumerate(rest):
                 pieces[r] = logits[j, : lengths[r]]
-                self._store_row(transform_key, ids[r], cache, j, pieces[r])
-        for r in extend:
-            stored, n = found[r]
-            cache = DynamicCache(ddp_cache_data=[(k[..., :n, :], v[..., :n, :]) for k, v in stored.layers],
-                                 config=self.model.config)
-            inputs = {"input_ids": batch["input_ids"][r : r + 1, n : lengths[r]],
-                      "attention_mask": batch["attention_mask"][r : r + 1, : lengths[r]]}
-            if self.position_argument:  # positions continue after the stored head
-                inputs["position_ids"] = torch.arange(n, lengths[r], device=self.device)[None]
-            new = transform(output_logits(self.model(**inputs, **{self.cache_argument: cache}, use_cache=True)))
-            pieces[r] = torch.cat([stored.logits[:n].to(new.dtype), new[0]], dim=0)
-            self._store_row(transform_key, ids[r], cache, 0, pieces[r])
-            self.token_stats.tokens += lengths[r] - n
-            self.token_stats.positions += lengths[r] - n
-            self.token_stats.reused += n
-        self.stats.forward_passes += len(extend) - (0 if rest else 1)  # score_encoded counts one per batch
+                if self._plain_layers(cache):
+                    layers = [(layer.keys[j : j + 1, :, : lengths[r]], layer.values[j : j + 1, :, : lengths[r]])
+                              for layer in cache.layers]
+                    self.prefix_store.put(transform_key, ids[r], _cloned(layers), pieces[r].detach().clone())
+        if extend:
+            pieces.update(self._extend_stored(transform, transform_key, [ids[r] for r in extend],
+                                              [found[r] for r in extend], extend))
+            self.stats.forward_passes += 0 if not rest else 1  # score_encoded counts one call per batch
         out = pieces[0].new_zeros((len(ids), batch["input_ids"].shape[1], *pieces[0].shape[1:]))
         for r, piece in pieces.items():
             out[r, : len(piece)] = piece
         return out
 
-    def _store_row(self, transform_key: Hashable, ids: list[int], cache: Any, row: int, logits: Any) -> None:
-        """Keep row ``row`` of a filled cache (cloned: the batch's tensors are freed) in the prefix store; a cache
-        with other than plain full-attention layers turns the store off."""
-        if self.prefix_store is None or cache is None:
-            return
+    def _extend_stored(self, transform: Callable[[Any], Any], transform_key: Hashable, ids: list[list[int]],
+                       found: list[tuple[Any, int]], rows: list[int]) -> dict[int, Any]:
+        """One call for rows whose first ``n`` tokens are stored: the stored keys and values, each row's padded to
+        the longest head ``P`` (the padding masked out), then the new tokens at cache positions ``P, P + 1, ...`` with
+        their true positions ``n, n + 1, ...``. Returns row -> logits of every position (stored ones for the head)."""
+        import torch
+        from transformers import DynamicCache
+
+        heads = [n for _, n in found]
+        news = [len(row) - n for row, n in zip(ids, heads)]
+        width_head, width_new = max(heads), max(news)
+        device = self.device
+        past = []
+        for layer in range(len(found[0][0].layers)):
+            keys, values = [], []
+            for stored, n in found:
+                k, v = stored.layers[layer]
+                pad = (0, 0, 0, width_head - n)  # (rows, heads, tokens, dim): zeros after the head, masked
+                keys.append(torch.nn.functional.pad(k[..., :n, :], pad))
+                values.append(torch.nn.functional.pad(v[..., :n, :], pad))
+            past.append((torch.cat(keys).to(device), torch.cat(values).to(device)))
+        cache = DynamicCache(ddp_cache_data=past, config=self.model.config)
+        input_ids = torch.full((len(ids), width_new), self.pad_id, dtype=torch.long, device=device)
+        mask = torch.zeros((len(ids), width_head + width_new), dtype=torch.long, device=device)
+        positions = torch.zeros((len(ids), width_new), dtype=torch.long, device=device)
+        for j, (row, n, s) in enumerate(zip(ids, heads, news)):
+            input_ids[j, :s] = torch.tensor(row[n:], dtype=torch.long)
+            mask[j, :n] = 1
+            mask[j, width_head : width_head + s] = 1
+            positions[j] = torch.arange(n, n + width_new)
+        output = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                            **{self.cache_argument: cache}, use_cache=True)
+        new = transform(output_logits(output))  # (rows, width_new, ...)
+        keep_layers = self._plain_layers(cache)
+        out = {}
+        for j, ((stored, n), s, r) in enumerate(zip(found, news, rows)):
+            out[r] = torch.cat([stored.logits[:n].to(new.dtype), new[j, :s]], dim=0)
+            if keep_layers:  # the row's head and its new tokens, without the padding between them
+                real = torch.cat([torch.arange(n), torch.arange(width_head, width_head + s)]).to(device)
+                layers = [(layer.keys[j : j + 1].index_select(2, real), layer.values[j : j + 1].index_select(2, real))
+                          for layer in cache.layers]
+                self.prefix_store.put(transform_key, ids[j], layers, out[r].detach().clone())
+        self.token_stats.tokens += sum(news)
+        self.token_stats.positions += len(ids) * width_new
+        self.token_stats.reused += sum(heads)
+        return out
+
+    def _plain_layers(self, cache: Any) -> bool:
+        """Whether ``cache`` holds only plain full-attention layers (whose head is a prefix's cache); if not, the
+        prefix store is turned off (sliding windows, linear attention, ...)."""
         layers = getattr(cache, "layers", None)
-        if not layers or any(type(layer).__name__ != "DynamicLayer" for layer in layers):
-            self.prefix_store = None  # sliding windows, linear attention, ...: a head's cache is not its prefix
-            return
-        n = len(ids)
-        kept = [(layer.keys[row : row + 1, :, :n].clone(), layer.values[row : row + 1, :, :n].clone())
-                for layer in layers]
-        self.prefix_store.put(transform_key, ids, kept, logits.detach().clone())
+        if layers and all(type(layer).__name__ == "DynamicLayer" for layer in layers):
+            return self.prefix_store is not None
+        self.prefix_store = None
+        return False
 
     # -- for subclasses ------------------------------------------------------------------------------------------
     def _render(self, claims: list[str], roles: tuple | None, hypothesis: str, kept: list[int]) -> dict[str, Any]:
@@ -518,3 +551,8 @@ def softmax_pick(logits: Any, index: int, temperature: float = 1.0, bias: float 
     if z.shape[-1] == 1:  # binary log-odds: (n,) becomes [0, z], class 1
         z, index = z[:, 0], 1
     return entailment_probs_from_logits(z, index, temperature, bias).tolist()
+
+
+def _cloned(layers: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """Copies of ``(keys, values)`` views, so the batch's tensors they view are freed."""
+    return [(k.clone(), v.clone()) for k, v in layers]

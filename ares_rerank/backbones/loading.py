@@ -327,8 +327,8 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
     if kind is None and name.startswith(("http://", "https://")):
         raise ValueError(
             f"{name!r} is a server URL: say what it serves, kind='openai' (an LLM judge on an OpenAI-compatible "
-            "server), kind='vllm-pooling' (a token-classifier PRM on vLLM's /pooling) or kind='vllm-completions' (a causal "
-            "PRM family on vLLM's /v1/completions; pass tokenizer= and family=)."
+            "server), kind='vllm-pooling' (a token-classifier PRM on vLLM's /pooling) or kind='vllm-completions' (a "
+            "causal PRM family on vLLM's /v1/completions; pass tokenizer= and family=)."
         )
     if kind in SERVED_KINDS:
         return backbone_class(kind).from_pretrained(name_or_path, **kwargs)

@@ -66,6 +66,7 @@ __all__ = [
     "is_outage",
     "map_bounded",
     "model_card",
+    "score_in_requests",
 ]
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
@@ -514,6 +515,26 @@ def model_card(client: JsonClient, model: str | None, hint: str) -> dict[str, An
     if not cards:
         raise ServerResponseError(f"{url} lists no model ({str(listing)[:200]}): {hint}", url)
     return next((c for c in cards if c["id"] == model), cards[0])
+
+
+def score_in_requests(score_batch: Callable[[list[Any]], list[Any]], items: Sequence[dict[str, Any]],
+                      batch_size: int, concurrency: int, stats: Any) -> list[Any]:
+    """A served backbone's ``score_encoded``: ``items`` in length-sorted batches of ``batch_size``, one request each
+    (``score_batch``), ``concurrency`` in flight; counted in ``stats`` (a ``ScoringStats``).
+
+    Returns:
+        One value per item, in order.
+    """
+    order = sorted(range(len(items)), key=lambda i: len(items[i]["input_ids"]))
+    batches = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
+    values = map_bounded(lambda idx: score_batch([items[i] for i in idx]), batches, concurrency)
+    out: list[Any] = [None] * len(items)
+    for idx, batch_values in zip(batches, values):
+        for i, value in zip(idx, batch_values):
+            out[i] = value
+    stats.forward_passes += len(batches)
+    stats.pairs_computed += len(items)
+    return out
 
 
 def map_bounded(fn: Callable[[T], R], items: Sequence[T], concurrency: int) -> list[R]:

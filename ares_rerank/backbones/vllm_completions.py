@@ -29,8 +29,8 @@ from .served import (
     ServerResponseError,
     check_concurrency,
     finite_number,
-    map_bounded,
     model_card,
+    score_in_requests,
 )
 
 
@@ -56,16 +56,7 @@ class ServedPairs:
         """Length-sorted batches of ``batch_size`` items, one request each, ``concurrency`` in flight."""
         if self.served_model is None:
             self.served_model = model_card(self.client, None, "pass model=.")["id"]
-        order = sorted(range(len(items)), key=lambda i: len(items[i]["input_ids"]))
-        batches = [order[s : s + self.batch_size] for s in range(0, len(order), self.batch_size)]
-        values = map_bounded(lambda idx: self._score_batch([items[i] for i in idx]), batches, self.concurrency)
-        out: list[Any] = [None] * len(items)
-        for idx, batch_values in zip(batches, values):
-            for i, value in zip(idx, batch_values):
-                out[i] = value
-        self.stats.forward_passes += len(batches)
-        self.stats.pairs_computed += len(items)
-        return out
+        return score_in_requests(self._score_batch, items, self.batch_size, self.concurrency, self.stats)
 
     def tag_probs(self, items: Sequence[dict[str, Any]]) -> list[list[float]]:
         """One request for the batch: two prompts per read position; ``P(good) / (P(good) + P(bad))`` at each."""

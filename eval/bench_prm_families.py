@@ -115,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sharpen", type=float, default=30.0, help="LM-head scale of '+' / '-' when sharpened.")
     parser.add_argument("--ways", nargs="+", default=list(PRM_WAYS), choices=list(PRM_WAYS))
     parser.add_argument("--regimes", nargs="+", default=["sharpened", "raw"], choices=["sharpened", "raw"])
+    parser.add_argument("--runs", nargs="+", default=list(RUNS), choices=list(RUNS),
+                        help="Which runs (prm-chain is always run: the ratios are to it).")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--output", type=Path, default=None, help="Write the records as JSON here.")
@@ -138,13 +140,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             for way in args.ways:
                 row = {}
                 for name, (method, options) in RUNS.items():
+                    if name not in args.runs and name != "prm-chain":
+                        continue
                     row[name] = run_way(PRM_WAYS[way], model, tokenizer, chains, method, config, args.batch_size,
                                         **options)
                     r = row[name]
                     print(f"{way} | {regime} | {name} | {r['confident']}/{r['steps']} | {r['tokens']} | "
                           f"{r['positions']} | {r['forward_passes']} | {r['inputs']} | {r['seconds']:.1f}", flush=True)
                 ratios = {}
-                for name in ("ares, store off", "ares"):
+                for name in [n for n in ("ares, store off", "ares") if n in row]:
                     ratios[name] = {k: row[name][k] / max(row["prm-chain"][k], 1e-9)
                                     for k in ("tokens", "positions", "seconds")}
                     r = ratios[name]

@@ -316,3 +316,11 @@ def test_a_causal_lm_without_a_family_says_which_kinds(tmp_path):
     path = math_shepherd_mirror(tmp_path / "local")  # a local folder: no hub id to go by
     with pytest.raises(ValueError, match="prm-math-shepherd.*prm-rlhflow"):
         load_backbone(path)
+
+
+def test_the_configurable_kind_on_a_published_prm_warns(tmp_path):
+    cache = tmp_path / "hub"
+    hub_cache_repo(cache, "Qwen/Qwen2.5-Math-PRM-7B", qwen_prm_mirror(tmp_path / "qwen"))
+    with pytest.warns(UserWarning, match="family kind='prm-qwen'"), pytest.raises(ValueError):
+        load_backbone("Qwen/Qwen2.5-Math-PRM-7B", kind="prm", cache_dir=cache)  # a token classifier it is not
+    assert type(load_backbone("Qwen/Qwen2.5-Math-PRM-7B", cache_dir=cache, device="cpu")) is QwenPRM

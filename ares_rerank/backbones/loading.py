@@ -340,6 +340,11 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
             f"backbone {name!r} is a folder without config.json or adapter_config.json, so no saved model: point it "
             "at the folder save_pretrained wrote (or 'default' for the shipped head)."
         )
+    family = prm_family(name)
+    if kind in ("prm", "prm-causal") and family is not None:  # the configurable layout on a published PRM
+        warnings.warn(f"{name!r} is a published PRM of the family kind={family!r}, which reads it exactly as its "
+                      f"authors' code does; kind={kind!r} reads it with the configurable layout instead (drop kind= "
+                      "to use the family, docs/PRMS.md).", UserWarning, stacklevel=2)
     with named_load_errors("backbone", name):
         if kind is None:
             kind = _detect_from_files(name, kwargs)

@@ -106,8 +106,8 @@ def test_a_task_model_of_another_kind_is_refused_before_its_weights_load(tmp_pat
     scores (found by an audit, 2026-11-28)."""
     from ares_rerank import load_backbone
 
-    for path, kind, saved, fix in ((tiny_prm_path, "nli", "ForTokenClassification", "kind='prm'"),
-                                   (tiny_prm_path, "judge", "ForTokenClassification", "kind='prm'"),
+    for path, kind, saved, fix in ((tiny_prm_path, "nli", "ForTokenClassification", "kind='prm-trl' or 'prm'"),
+                                   (tiny_prm_path, "judge", "ForTokenClassification", "kind='prm-trl' or 'prm'"),
                                    (tiny_nli_path, "prm", "BertForSequenceClassification", "kind='nli'")):
         with pytest.raises(ValueError, match=f"was saved as .*{saved}, not a model .*load it as {fix}"):
             load_backbone(str(path), kind=kind, device="cpu")
@@ -124,7 +124,7 @@ def test_checkpoints_that_would_score_silently_wrong_are_refused_with_the_folder
     from ares_rerank import load_backbone
 
     with pytest.raises(ValueError, match=r"saved as Qwen2ForCausalLM, not a model AutoModelForTokenClassification "
-                                         r"reads .*kind='judge' or 'prm-causal'"):
+                                         r"reads .*kind='judge', 'prm-math-shepherd', 'prm-rlhflow' or 'prm-causal'"):
         load_backbone(str(tiny_causal_lm_path), kind="prm", device="cpu")
     with pytest.raises(TypeError, match="trust_remote_code='False' must be True or False"):
         load_backbone(str(tiny_nli_path), kind="nli", device="cpu", trust_remote_code="False")

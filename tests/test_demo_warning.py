@@ -42,7 +42,8 @@ def test_default_head_on_math_warns_once_per_reranker_naming_what_to_pass(demo_h
         scores = [r["score"] for r in reranker.score(MATH_PROMPT, MATH_CANDIDATES)]
     assert all(s < 0.1 for s in scores)  # the silent failure: near-zero, near-equal scores
     message = str(record[0].message)
-    for needed in ("demo head", "ClaimTrees", "kind='prm'", "judge", "--backbone", "ARES_RERANK_BACKBONE"):
+    for needed in ("demo head", "ClaimTrees", "load_backbone('Qwen/Qwen2.5-Math-PRM-7B')", "docs/PRMS.md", "judge",
+                   "--backbone", "ARES_RERANK_BACKBONE"):
         assert needed in message
     assert caught(lambda: reranker.rank(MATH_PROMPT, MATH_CANDIDATES)) == []  # once per reranker
     reward = AresReward(AresReranker(demo_head, prompt_split="sentences"))  # a new object warns again, once
@@ -99,7 +100,7 @@ def test_the_score_command_says_so_last_on_stderr(tmp_path, capsys):
     assert main(["score", str(chains), "--backbone", "default", "--no-progress"]) == 0
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("WARNING: ares-rerank score is scoring with the embedded demo head")
-    assert "look like math" in err[-1] and "--backbone PATH --kind prm|judge" in err[-1]
+    assert "look like math" in err[-1] and "--backbone PATH [--kind prm-qwen|" in err[-1]
     demo = Path(__file__).resolve().parents[1] / "examples" / "claimtrees_demo.jsonl"
     assert main(["score", str(demo), "--backbone", "default", "--no-progress"]) == 0
     assert "WARNING" not in capsys.readouterr().err

@@ -62,7 +62,7 @@ def test_served_family_scores_equal_the_local_family(tmp_path, family, mirror):
         assert whole == pytest.approx(local.chain_step_probs(BASE, STEPS), abs=1e-5)
         want = score_chains([Chain(BASE, STEPS)], local, config=AresConfig(prior=1.0, seed=0))[0]
     assert ares.step_scores == pytest.approx(want.step_scores, abs=1e-5)
-    assert served.served_model == "prm" and calls[:2] == [4, 2]  # two prompts per read: 2 + 1 items in batches of 2
+    assert served.served_model == "prm" and sorted(calls[:2]) == [2, 4]  # 2 prompts a read: 2 + 1 items, batches of 2
 
 
 def test_a_family_that_is_not_read_from_next_tokens_is_refused(tmp_path):

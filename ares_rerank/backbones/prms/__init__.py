@@ -6,17 +6,12 @@ read positions and probability) and is one row of the kinds table
 (:attr:`PRMBackbone.hub_ids`) and architectures (:attr:`PRMBackbone.architectures`), or from ``kind=`` for a local
 folder. docs/PRMS.md has the table: family, hub ids, the call, what is read, how it was verified.
 
-==================  =====================  ===============================================================
-kind                class                  family
-==================  =====================  ===============================================================
-``prm-qwen``        :class:`QwenPRM`       Qwen2.5-Math-PRM (``Qwen2ForProcessRewardModel``), loaded natively
-``prm-math-shepherd`` :class:`MathShepherdPRM` Math-Shepherd (Mistral, ``ки`` tags, ``+`` / ``-``)
-``prm-rlhflow``     :class:`RLHFlowPRM`    RLHFlow Llama-3.1 PRMs (each step a user turn answered ``+``)
-``prm-skywork``     :class:`SkyworkPRM`    Skywork-o1-Open-PRM (Qwen2.5 + value head), loaded natively
-``prm-trl``         :class:`TRLPRM`        token classifiers trained with TRL's PRMTrainer
-``prm``             :class:`StepTagPRM`    your own token classifier with a step tag (configurable)
-``prm-causal``      :class:`CausalPRM`     your own causal PRM with a step tag (configurable)
-==================  =====================  ===============================================================
+- ``prm-qwen`` (:class:`QwenPRM`): Qwen2.5-Math-PRM (``Qwen2ForProcessRewardModel``), loaded natively;
+- ``prm-math-shepherd`` (:class:`MathShepherdPRM`): Math-Shepherd (Mistral, ``ки`` tags, ``+`` / ``-``);
+- ``prm-rlhflow`` (:class:`RLHFlowPRM`): RLHFlow's Llama-3.1 PRMs (each step a user turn answered ``+``);
+- ``prm-skywork`` (:class:`SkyworkPRM`): Skywork-o1-Open-PRM (Qwen2.5 + value head), loaded natively;
+- ``prm-trl`` (:class:`TRLPRM`): token classifiers trained with TRL's PRMTrainer;
+- ``prm`` (:class:`StepTagPRM`) / ``prm-causal`` (:class:`CausalPRM`): your own PRM with a step tag (configurable).
 
 Adding a family: a module here with a :class:`PRMBackbone` subclass (``encode_chain``, ``tag_probs``, ``kind``,
 ``hub_ids``, ``architectures``), one row in ``BACKBONE_KINDS``, and a test that rebuilds the authors' scoring code on

@@ -159,6 +159,9 @@ class PRMBackbone(HFBackbone):
     def _chain_values(self, base_claims: Sequence[str], steps: Sequence[str]) -> tuple[float, ...]:
         steps = [str(s) for s in steps]
         base_claims = [str(c) for c in base_claims]
+        item = self.encode_chain(base_claims, steps)
+        if len(item["input_ids"]) <= self.max_length:
+            return tuple(self.score_encoded([{**item, "all_tags": True}])[0])
         bare = len(self.encode_chain([], steps)["input_ids"])
         if bare > self.max_length:
             raise ValueError(

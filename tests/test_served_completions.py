@@ -62,6 +62,7 @@ def test_served_family_scores_equal_the_local_family(tmp_path, family, mirror):
         assert whole == pytest.approx(local.chain_step_probs(BASE, STEPS), abs=1e-5)
         want = score_chains([Chain(BASE, STEPS)], local, config=AresConfig(prior=1.0, seed=0))[0]
     assert ares.step_scores == pytest.approx(want.step_scores, abs=1e-5)
+    assert served.max_length == 2048  # the server's max_model_len: the window policy fits inputs to it
     assert served.served_model == "prm" and sorted(calls[:2]) == [2, 4]  # 2 prompts a read: 2 + 1 items, batches of 2
 
 
@@ -83,6 +84,7 @@ def test_a_family_that_is_not_read_from_next_tokens_is_refused(tmp_path):
 def test_answers_that_do_not_fit_are_clear_errors(tmp_path, answer, match):
     path = math_shepherd_mirror(tmp_path / "m")
     with FakeServer(lambda m, p, b: Reply(answer)) as server:
-        served = load_backbone(server.url, kind="vllm-completions", tokenizer=str(path), model="m", max_retries=0)
+        served = load_backbone(server.url, kind="vllm-completions", tokenizer=str(path), model="m", max_length=512,
+                               max_retries=0)
         with pytest.raises(ServerResponseError, match=match):
             served.entailment_probs([["What is 2 + 3?"]], ["2 + 3 = 5."])

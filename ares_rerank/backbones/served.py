@@ -67,6 +67,7 @@ __all__ = [
     "map_bounded",
     "model_card",
     "score_in_requests",
+    "served_model_and_window",
 ]
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
@@ -515,6 +516,19 @@ def model_card(client: JsonClient, model: str | None, hint: str) -> dict[str, An
     if not cards:
         raise ServerResponseError(f"{url} lists no model ({str(listing)[:200]}): {hint}", url)
     return next((c for c in cards if c["id"] == model), cards[0])
+
+
+def served_model_and_window(client: JsonClient, model: str | None, max_length: int,
+                            window_given: bool) -> tuple[str, int]:
+    """On a served backbone's first use: the model name (``model``, else the first ``/v1/models`` lists) and the
+    window (``max_length`` as given, else the smaller of the tokenizer's and the server's ``max_model_len``)."""
+    if model is not None and window_given:
+        return model, max_length
+    card = model_card(client, model, "pass model= and max_length=.")
+    limit = card.get("max_model_len")
+    if not window_given and isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+        max_length = min(max_length, limit)
+    return model or card["id"], max_length
 
 
 def score_in_requests(score_batch: Callable[[list[Any]], list[Any]], items: Sequence[dict[str, Any]],

@@ -29,8 +29,8 @@ from .served import (
     ServerResponseError,
     check_concurrency,
     finite_number,
-    model_card,
     score_in_requests,
+    served_model_and_window,
 )
 
 
@@ -47,15 +47,30 @@ class ServedPairs:
         check_concurrency(concurrency, 4)
         self.client = JsonClient(base_url, timeout=timeout, max_retries=max_retries, backoff=backoff, api_key=api_key,
                                  total_timeout=total_timeout, max_response_bytes=max_response_bytes)
+        self._window_given = kwargs.get("max_length") is not None
         super().__init__(None, tokenizer, **kwargs)  # the family's rendering, no local model
+        self._resolved = False
         self.served_model = model
         self.concurrency = concurrency
         self.extra_body = dict(extra_body or {})
 
+    def _compute(self, keys: list[Any]) -> list[Any]:
+        self._resolve()  # before the window policy renders anything: the server's max_model_len is the window
+        return super()._compute(keys)
+
+    def chain_step_probs(self, base_claims: Sequence[str], steps: Sequence[str]) -> list[float]:
+        self._resolve()
+        return super().chain_step_probs(base_claims, steps)
+
+    def _resolve(self) -> None:
+        if not self._resolved:
+            self.served_model, self.max_length = served_model_and_window(self.client, self.served_model,
+                                                                         self.max_length, self._window_given)
+            self._resolved = True
+
     def score_encoded(self, items: Sequence[dict[str, Any]]) -> list[Any]:
         """Length-sorted batches of ``batch_size`` items, one request each, ``concurrency`` in flight."""
-        if self.served_model is None:
-            self.served_model = model_card(self.client, None, "pass model=.")["id"]
+        self._resolve()
         return score_in_requests(self._score_batch, items, self.batch_size, self.concurrency, self.stats)
 
     def tag_probs(self, items: Sequence[dict[str, Any]]) -> list[list[float]]:
@@ -134,9 +149,10 @@ class VLLMCompletionsPRM:
             tokenizer: The PRM's tokenizer (object, folder or hub id): the inputs are rendered and tokenized here.
             family: The PRM's family kind (its rendering and tokens).
             trust_remote_code: For loading a tokenizer by name.
-            **kwargs: ``model`` (the served name; default the first ``/v1/models`` lists), ``concurrency``,
+            **kwargs: ``model`` (the served name; default the first ``/v1/models`` lists), ``max_length`` (default:
+                the smaller of the tokenizer's and the server's ``max_model_len``), ``concurrency``,
                 ``timeout``, ``max_retries``, ``backoff``, ``api_key``, ``total_timeout``, ``max_response_bytes``,
-                ``extra_body``, and the family's own options (``batch_size``, ``max_length``, ...).
+                ``extra_body``, and the family's own options (``batch_size``, ``premise_selection``, ...).
         """
         if tokenizer is None:
             raise ValueError("kind='vllm-completions' needs tokenizer=: the PRM's tokenizer (a folder, a hub id or a "

@@ -38,8 +38,8 @@ from .served import (
     ServerResponseError,
     check_concurrency,
     finite_number,
-    model_card,
     score_in_requests,
+    served_model_and_window,
 )
 
 
@@ -201,15 +201,10 @@ class VLLMPoolingPRM(StepTagPRM):
 
     # -- first use: model name and window -----------------------------------------------------------------------------
     def _resolve(self) -> None:
-        if self._resolved:
-            return
-        if self.served_model is None or not self._window_given:
-            card = model_card(self.client, self.served_model, "pass model= and max_length=.")
-            self.served_model = self.served_model or card["id"]
-            limit = card.get("max_model_len")
-            if not self._window_given and isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
-                self.max_length = min(self.max_length, limit)
-        self._resolved = True
+        if not self._resolved:
+            self.served_model, self.max_length = served_model_and_window(self.client, self.served_model,
+                                                                         self.max_length, self._window_given)
+            self._resolved = True
 
     def __repr__(self) -> str:
         return f"VLLMPoolingPRM({self.client.root!r}, model={self.served_model!r}, step_tag={self.step_tag!r})"

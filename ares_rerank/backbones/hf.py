@@ -428,16 +428,17 @@ class HFBackbone(TokenWindow):
         if rest:
             width = max(lengths[r] for r in rest)
             logits, cache = self._logits({k: v[rest, :width] for k, v in batch.items()}, transform, want_cache=True)
+            keep_layers = self._plain_layers(cache)
             for j, r in enumerate(rest):
                 pieces[r] = logits[j, : lengths[r]]
-                if self._plain_layers(cache):
+                if keep_layers:
                     layers = [(layer.keys[j : j + 1, :, : lengths[r]], layer.values[j : j + 1, :, : lengths[r]])
                               for layer in cache.layers]
                     self.prefix_store.put(transform_key, ids[r], _cloned(layers), pieces[r].detach().clone())
         if extend:
             pieces.update(self._extend_stored(transform, transform_key, [ids[r] for r in extend],
                                               [found[r] for r in extend], extend))
-            self.stats.forward_passes += 0 if not rest else 1  # score_encoded counts one call per batch
+            self.stats.forward_passes += 1 if rest else 0  # score_encoded counts one call per batch
         out = pieces[0].new_zeros((len(ids), batch["input_ids"].shape[1], *pieces[0].shape[1:]))
         for r, piece in pieces.items():
             out[r, : len(piece)] = piece

@@ -346,6 +346,6 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
                       f"authors' code does; kind={kind!r} reads it with the configurable layout instead (drop kind= "
                       "to use the family, docs/PRMS.md).", UserWarning, stacklevel=2)
     with named_load_errors("backbone", name):
-        if kind is None:
-            kind = _detect_from_files(name, kwargs)
+        if kind is None:  # a published PRM's hub id names its family without reading a file
+            kind = family or _detect_from_files(name, kwargs)
         return backbone_class(kind).from_pretrained(name_or_path, **kwargs)

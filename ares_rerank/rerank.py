@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 from . import fingerprint
 from .aggregate import Aggregate, aggregate_scores, get_aggregate
+from .answers import AnswerFn, AnswerMatcher, answer_matcher
 from .backbones.base import Backbone
 from .backbones.served import is_outage
 from .baselines import check_method_backbone
@@ -42,6 +43,7 @@ from .records import (
     rank_records,
 )
 from .scoring import METHODS, check_batch_size, progress_bar, score_chains
+from .voting import check_selection, order_by_vote
 
 
 __all__ = ["AresReranker", "message_text", "rank_records", "resolve_backbone"]
@@ -95,6 +97,13 @@ class AresReranker:
             at once. Scores do not depend on it. Every scoring method takes a per-call ``batch_size=`` too.
         show_progress_bar: A tqdm bar over chains on stderr: ``None`` (default) shows it for calls longer than one
             batch, ``False`` never, ``True`` always; every scoring method takes a per-call override.
+        selection: How :meth:`rank` / :meth:`select` choose: ``"best"`` (the highest chain score), or an
+            answer-aware vote over the candidates' final answers: ``"majority"``, ``"weighted"`` (summed chain
+            scores per answer) or ``"sound-weighted"`` (summed scores of the chains with no flagged step); see
+            :mod:`ares_rerank.voting`. Per-call override ``selection=``.
+        answer_fn: How final answers are read and compared for the votes: ``"standard"`` (``\\boxed{}``,
+            "The answer is", ``# Answer``), ``"math-verify"`` (the ``math`` extra, as TRL's accuracy reward) or a
+            callable ``fn(completion_text) -> key``; see :mod:`ares_rerank.answers`.
 
     Example:
         >>> from ares_rerank import FunctionBackbone
@@ -107,6 +116,8 @@ class AresReranker:
     # class-level fallbacks for objects pickled before these settings existed
     batch_size: int | None = 64
     show_progress_bar: bool | None = None
+    selection: str = "best"
+    answers: AnswerMatcher = AnswerMatcher()
     _demo_warned = False
 
     def __init__(
@@ -121,6 +132,8 @@ class AresReranker:
         completion_roles: Sequence[str] = COMPLETION_ROLES,
         batch_size: int | None = 64,
         show_progress_bar: bool | None = None,
+        selection: str = "best",
+        answer_fn: AnswerFn = "standard",
     ) -> None:
         if config is not None and not isinstance(config, AresConfig):
             raise TypeError(f"AresReranker(config=...) must be an AresConfig or None, got {type(config).__name__}.")
@@ -146,13 +159,16 @@ class AresReranker:
         self.completion_roles = tuple(completion_roles)
         self.batch_size = batch_size
         self.show_progress_bar = show_progress_bar
+        self.selection = check_selection(selection, "AresReranker(selection)")
+        self.answers = answer_matcher(answer_fn)
         self._demo_warned = False
         fingerprint.register(type(self))
 
     def __repr__(self) -> str:
         return (
             f"AresReranker(backbone={self.backbone!r}, method={self.method!r}, aggregate={self.aggregate!r}, "
-            f"step_separator={self.step_separator!r}, prompt_split={self.prompt_split!r})"
+            f"step_separator={self.step_separator!r}, prompt_split={self.prompt_split!r}, "
+            f"selection={self.selection!r})"
         )
 
     # -- building chains ----------------------------------------------------------------------------------------
@@ -359,6 +375,36 @@ class AresReranker:
                                 batch_size=batch_size, show_progress_bar=show_progress_bar)[0]
 
     # -- ranking ------------------------------------------------------------------------------------------------
+    def order(
+        self, records: Sequence[dict[str, Any]], selection: str | None = None, answer_fn: AnswerFn | None = None
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Score records (one prompt's, from :meth:`score`) best first under a selection rule.
+
+        Returns:
+            ``(records, groups)``: the records in selection order, each with ``answer`` / ``group`` / ``votes``
+            (its group's vote) added for an answer-aware rule; and the groups' votes, best first (``answer``,
+            ``size``, ``votes``, ``sound``, ``members``); empty for ``"best"``.
+        """
+        selection = self.selection if selection is None else check_selection(selection)
+        if selection == "best":
+            return rank_records(records), []
+        matcher = self.answers if answer_fn is None else answer_matcher(answer_fn)
+        texts = []
+        for record in records:
+            try:
+                texts.append(message_text(record["text"], self.completion_roles, "completion"))
+            except (TypeError, ValueError):
+                texts.append(None)  # not text: no answer
+        groups, answers = matcher.group(texts)
+        sound = [r["first_error"] == -1 for r in records]
+        order, votes = order_by_vote([r["score"] for r in records], groups, answers, selection, sound)
+        by_group = {v.group: v.votes for v in votes}
+        ordered = []
+        for i in order:
+            ordered.append({**records[i], "answer": answers[i], "group": groups[i],
+                            "votes": by_group.get(groups[i]) if groups[i] is not None else None})
+        return ordered, [v.to_dict() for v in votes]
+
     def rank_batch(
         self,
         prompts: Sequence[Any],
@@ -370,16 +416,34 @@ class AresReranker:
         on_error: str = "raise",
         batch_size: int | None = None,
         show_progress_bar: bool | None = None,
+        selection: str | None = None,
+        answer_fn: AnswerFn | None = None,
     ) -> list[list[dict[str, Any]]]:
         """:meth:`rank` for many prompts, ``batch_size`` chains per estimator call."""
+        return [ranked for ranked, _ in self._rank_with_groups(
+            prompts, completions, top_k, aggregate, return_documents, on_error=on_error, batch_size=batch_size,
+            show_progress_bar=show_progress_bar, selection=selection, answer_fn=answer_fn)]
+
+    def _rank_with_groups(
+        self, prompts: Sequence[Any], completions: Sequence[Sequence[Any]], top_k: int | None,
+        aggregate: Aggregate | None, return_documents: bool, **kwargs: Any
+    ) -> list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
         if top_k is not None and (not is_int(top_k) or top_k < 1):
             raise ValueError(f"top_k={top_k!r} must be a positive int or None (all candidates).")
+        selection, answer_fn = kwargs.pop("selection"), kwargs.pop("answer_fn")
+        if selection is not None:
+            check_selection(selection)
+        if answer_fn is not None:
+            answer_fn = answer_matcher(answer_fn)  # checked before scoring
         out = []
-        scored = self.score_batch(prompts, completions, aggregate=aggregate, on_error=on_error, batch_size=batch_size,
-                                  show_progress_bar=show_progress_bar)
-        for records in scored:
-            ranked = rank_records(records)[:top_k]
-            out.append([rank_record(r, return_documents) for r in ranked])
+        for records in self.score_batch(prompts, completions, aggregate=aggregate, **kwargs):
+            ordered, groups = self.order(records, selection, answer_fn)
+            ranked = []
+            for record in ordered[:top_k]:
+                ranked.append(rank_record(record, return_documents))
+                if "answer" in record:
+                    ranked[-1].update(answer=record["answer"], group=record["group"], votes=record["votes"])
+            out.append((ranked, groups))
         return out
 
     def rank(
@@ -393,12 +457,16 @@ class AresReranker:
         on_error: str = "raise",
         batch_size: int | None = None,
         show_progress_bar: bool | None = None,
+        selection: str | None = None,
+        answer_fn: AnswerFn | None = None,
     ) -> list[dict[str, Any]]:
         """Candidates sorted best first, as ``{"corpus_id", "index", "score", "text"}`` records (CrossEncoder.rank's
         shape; ``index`` is an alias of ``corpus_id``).
 
-        Ties keep input order (the lower index first); candidates with no score (no steps) come last with
-        ``score=None``.
+        Under ``selection="best"`` the order is by chain score: ties keep input order (the lower index first);
+        candidates with no score (no steps) come last with ``score=None``. Under an answer-aware selection the
+        winning answer's candidates come first (by score), then the next answer's, ...; each record also has
+        ``answer``, ``group`` and ``votes`` (its group's vote).
 
         Args:
             prompt: The prompt (string or messages).
@@ -410,10 +478,12 @@ class AresReranker:
                 one is usually what is wanted next.
             on_error: ``"raise"`` (default), or ``"none"``: a candidate that cannot be scored (e.g. a step longer
                 than the backbone's window) ranks last with ``score=None`` instead of failing the call.
-            batch_size, show_progress_bar: Overrides of the reranker's settings for this call.
+            batch_size, show_progress_bar, selection, answer_fn: Overrides of the reranker's settings for this
+                call.
         """
         return self.rank_batch([prompt], [completions], top_k, aggregate, return_documents, on_error=on_error,
-                               batch_size=batch_size, show_progress_bar=show_progress_bar)[0]
+                               batch_size=batch_size, show_progress_bar=show_progress_bar, selection=selection,
+                               answer_fn=answer_fn)[0]
 
     def select_batch(
         self,
@@ -423,15 +493,23 @@ class AresReranker:
         *,
         batch_size: int | None = None,
         show_progress_bar: bool | None = None,
+        selection: str | None = None,
+        answer_fn: AnswerFn | None = None,
     ) -> list[dict[str, Any]]:
         """:meth:`select` for many prompts, ``batch_size`` chains per estimator call."""
         check_candidate_lists(prompts, completions)
         for i, candidates in enumerate(completions):
             if len(candidates) == 0:
                 raise ValueError(f"select: completions[{i}] is empty; there is nothing to select from.")
-        ranked = self.rank_batch(prompts, completions, top_k=1, aggregate=aggregate, batch_size=batch_size,
-                                 show_progress_bar=show_progress_bar)
-        return [r[0] for r in ranked]
+        out = []
+        for ranked, groups in self._rank_with_groups(
+                prompts, completions, 1, aggregate, True, on_error="raise", batch_size=batch_size,
+                show_progress_bar=show_progress_bar, selection=selection, answer_fn=answer_fn):
+            best = ranked[0]
+            if groups:
+                best["groups"] = groups
+            out.append(best)
+        return out
 
     def select(
         self,
@@ -441,7 +519,12 @@ class AresReranker:
         *,
         batch_size: int | None = None,
         show_progress_bar: bool | None = None,
+        selection: str | None = None,
+        answer_fn: AnswerFn | None = None,
     ) -> dict[str, Any]:
-        """The best candidate as a ``{"corpus_id", "index", "score", "text"}`` record (ties: the lower index)."""
+        """The chosen candidate as a ``{"corpus_id", "index", "score", "text"}`` record (``"best"``: the highest
+        chain score, ties to the lower index). Under an answer-aware ``selection`` it is the best-scoring candidate
+        of the winning answer, with ``answer``, ``group``, ``votes`` and ``groups`` (every answer's vote, best
+        first)."""
         return self.select_batch([prompt], [completions], aggregate=aggregate, batch_size=batch_size,
-                                 show_progress_bar=show_progress_bar)[0]
+                                 show_progress_bar=show_progress_bar, selection=selection, answer_fn=answer_fn)[0]

@@ -280,3 +280,40 @@ def keep_partial_on_failure(results: Any) -> Iterator[None]:
             print(f"ares-rerank: {results.count} results so far are kept in {results.partial}; rerun the same command "
                   "to resume (--no-resume starts over).", file=sys.stderr)
         raise
+
+
+def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--selection`` and ``--answer-fn``: answer-aware best-of-N (``rank``, ``eval --task bon``)."""
+    from ..answers import ANSWER_FNS
+    from ..voting import SELECTIONS
+
+    parser.add_argument("--selection", default="best", choices=list(SELECTIONS),
+                        help="How the best candidate is chosen: 'best' (highest chain score) or a vote over final "
+                             "answers: 'majority', 'weighted' (summed chain scores), 'sound-weighted' (summed scores "
+                             "of chains with no flagged step). Default: best.")
+    parser.add_argument("--answer-fn", default="standard",
+                        help=f"How final answers are read for the votes: {' or '.join(ANSWER_FNS)} (the 'math' "
+                             "extra), or 'module:function' naming a Python function text -> answer. Default: "
+                             "standard (\\boxed{}, 'The answer is', '# Answer').")
+
+
+def answer_fn_from_args(value: str) -> Any:
+    """``--answer-fn``: a built-in name, or ``module:function`` imported (a ValueError naming the flag otherwise)."""
+    import importlib
+
+    from ..answers import ANSWER_FNS, answer_matcher
+
+    if value in ANSWER_FNS:
+        return answer_matcher(value)
+    module_name, _, attr = value.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"--answer-fn={value!r} is neither {' nor '.join(ANSWER_FNS)} nor 'module:function' (e.g. "
+                         "'my_answers:extract' for a function extract(text) -> answer in my_answers.py).")
+    try:
+        fn = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"--answer-fn={value!r}: cannot import {attr!r} from {module_name!r} ({err}); the module "
+                         "must be importable from the working directory or the environment.") from err
+    if not callable(fn):
+        raise ValueError(f"--answer-fn={value!r} names a {type(fn).__name__}, not a function text -> answer.")
+    return answer_matcher(fn)

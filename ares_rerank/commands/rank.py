@@ -6,6 +6,11 @@ lines: the input record plus ``scores`` (one per candidate, input order; ``null`
 ``--top-k``; ``corpus_id`` as in sentence-transformers' ``CrossEncoder.rank``, ``index`` its alias) and
 ``best_index`` (``null`` when no candidate was scored). The prompts of ``--batch-size`` lines are scored in one
 estimator call.
+
+With an answer-aware ``--selection`` (``majority``, ``weighted``, ``sound-weighted``) the ranking puts the winning
+answer's candidates first, each ranking entry has ``answer`` / ``group`` / ``votes``, and the line gains ``answers``
+(one per candidate, input order) and ``groups`` (every answer's vote, best first); ``best_index`` is the chosen
+candidate.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--top-k", type=int, default=None, help="Keep the best k in 'ranking' (default: all).")
     parser.add_argument("--prompt-key", default="prompt")
     parser.add_argument("--candidates-key", default="candidates")
+    options.add_selection_arguments(parser)
     options.add_chain_text_arguments(parser)
     options.add_backbone_arguments(parser)
     options.add_config_arguments(parser)
@@ -70,11 +76,11 @@ def _batches(items: list, size: int) -> Iterator[list]:
         yield items[start : start + size]
 
 
-def _result(record: dict[str, Any], scored: list[dict[str, Any]], top_k: int | None) -> dict[str, Any]:
-    from ..rerank import rank_records
-
-    ranking = [{"corpus_id": r["index"], "index": r["index"], "score": r["score"]} for r in rank_records(scored)]
-    return {
+def _result(record: dict[str, Any], scored: list[dict[str, Any]], top_k: int | None, reranker: Any) -> dict[str, Any]:
+    ordered, groups = reranker.order(scored)
+    keys = ("corpus_id", "index", "score", "answer", "group", "votes")
+    ranking = [{k: v for k, v in {"corpus_id": r["index"], **r}.items() if k in keys} for r in ordered]
+    out = {
         **record,
         "scores": [r["score"] for r in scored],
         "step_scores": [r["step_scores"] for r in scored],
@@ -82,6 +88,10 @@ def _result(record: dict[str, Any], scored: list[dict[str, Any]], top_k: int | N
         "ranking": ranking[:top_k],
         "best_index": ranking[0]["index"] if ranking and ranking[0]["score"] is not None else None,  # none scored
     }
+    if groups:
+        by_index = {r["index"]: r["answer"] for r in ordered}
+        out.update(answers=[by_index[r["index"]] for r in scored], groups=groups)
+    return out
 
 
 def _rank_all(args: argparse.Namespace, records: list[dict[str, Any]], results: Any) -> None:
@@ -94,7 +104,8 @@ def _rank_all(args: argparse.Namespace, records: list[dict[str, Any]], results: 
     reranker = AresReranker(backbone, config=config, method=args.method,
                             step_separator=options.step_separator(args.step_separator),
                             prompt_split=args.prompt_split, aggregate=args.aggregate,
-                            batch_size=None, show_progress_bar=False)  # one estimator call per CLI batch, one bar
+                            batch_size=None, show_progress_bar=False, selection=args.selection,
+                            answer_fn=options.answer_fn_from_args(args.answer_fn))  # one estimator call per CLI batch, one bar
     todo = records[results.count:]
     with tqdm(total=len(records), initial=results.count, desc="ranking", unit="prompt", disable=args.no_progress,
               file=sys.stderr) as bar:
@@ -102,7 +113,7 @@ def _rank_all(args: argparse.Namespace, records: list[dict[str, Any]], results: 
             prompts = [r[args.prompt_key] for r in batch]
             candidates = [r[args.candidates_key] for r in batch]
             scored = reranker.score_batch(prompts, candidates)
-            results.append([_result(record, one, args.top_k) for record, one in zip(batch, scored)])
+            results.append([_result(record, one, args.top_k, reranker) for record, one in zip(batch, scored)])
             bar.update(len(batch))
     notice = options.window_notice(backbone)
     if notice:
@@ -112,6 +123,7 @@ def _rank_all(args: argparse.Namespace, records: list[dict[str, Any]], results: 
 def run(args: argparse.Namespace) -> int:
     options.positive(args.top_k, "--top-k")
     options.positive(args.batch_size, "--batch-size")
+    options.answer_fn_from_args(args.answer_fn)  # before any work
     source = options.input_path(args)
     results = options.open_results(args, source)  # checked before any work
     records = _read(source, args.prompt_key, args.candidates_key)
@@ -119,5 +131,5 @@ def run(args: argparse.Namespace) -> int:
         _rank_all(args, records, results)
         results.finish()
     print(f"ranked {len(records)} prompts ({sum(len(r[args.candidates_key]) for r in records)} candidates) with "
-          f"method={args.method}, aggregate={args.aggregate}", file=sys.stderr)
+          f"method={args.method}, aggregate={args.aggregate}, selection={args.selection}", file=sys.stderr)
     return 0

@@ -54,6 +54,7 @@ text outside its domain the reranker warns once (:class:`~ares_rerank.domain.Dem
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import os
@@ -377,19 +378,78 @@ class AresReward:
             log_extra(f"{self.__name__}/first_error", first_error)
 
 
+async def _call_signature(
+    prompts: Sequence[Any],
+    completions: Sequence[Any],
+    completion_ids: Sequence[Sequence[int]] | None = None,
+    **kwargs: Any,
+) -> list[float | None]:
+    """Never called: its code object, defaults and signature are what :class:`AsyncAresReward` instances show as a
+    function (``AsyncAresReward.__call__`` without ``self``; ``tests/test_async_reward.py`` checks they agree)."""
+    raise NotImplementedError
+
+
+class _InstanceSignature:
+    """A ``__signature__`` that only instances see: ``inspect.signature`` of the class itself gets ``None`` here and
+    goes on to the constructor's, which a plain class attribute would hide."""
+
+    def __init__(self, function: Callable[..., Any]) -> None:
+        self.signature = inspect.signature(function)
+
+    def __get__(self, obj: Any, owner: type | None = None) -> inspect.Signature | None:
+        return None if obj is None else self.signature
+
+
 class AsyncAresReward(AresReward):
-    """:class:`AresReward` for TRL's async path: ``async def __call__``, so GRPOTrainer / RLOOTrainer (TRL >= 1.16)
-    await it together with the other async rewards (``asyncio.gather``) instead of one after another.
+    """:class:`AresReward` for TRL's async path: ``async def __call__``, so GRPOTrainer / RLOOTrainer await it
+    together with the other async rewards (``asyncio.gather``) instead of one after another.
 
     The blocking scoring runs in a worker thread (``asyncio.to_thread``), so a served backbone (an
     ``OpenAIJudge`` or ``VLLMPoolingPRM`` waiting on HTTP) or a model on another device overlaps with the other
     rewards. Two rewards on the same backbone object still score one at a time (a lock per backbone). Same
     arguments, values and logging as :class:`AresReward`; picklable.
 
+    How each TRL release that has async rewards tells them apart, and why an instance passes all of them:
+
+    ===================  ===============================================================================
+    TRL                  detection of an async reward function ``f``
+    ===================  ===============================================================================
+    before 0.27          none: every reward is called synchronously (use :class:`AresReward` there)
+    0.27 - 0.29          ``asyncio.iscoroutinefunction(f)``
+    1.0 - 1.13           ``inspect.iscoroutinefunction(f)`` (also the experimental AsyncGRPO worker)
+    1.14 and later       ``is_async_callable(f)``: the above, or ``inspect.iscoroutinefunction(f.__call__)``
+    ===================  ===============================================================================
+
+    The first two look at the object itself, which an instance of a class with an ``async def __call__`` does not
+    pass. So an instance is also "function-like" (the duck type of a function that Cython's compiled functions use):
+    it has a ``__name__`` and the ``__code__``, ``__defaults__`` and ``__kwdefaults__`` of an ``async def`` with
+    ``__call__``'s parameters, which ``inspect.iscoroutinefunction`` (and ``asyncio.iscoroutinefunction``, which
+    asks it) accepts on Python 3.10 to 3.13; its ``__signature__`` keeps ``inspect.signature(reward)`` the same as
+    the synchronous reward's. These are class attributes, so pickling and copying are unchanged. A subclass must
+    keep ``__call__`` an ``async def``.
+
+    Called without ``await`` it returns a coroutine, as any ``async def`` does: a caller that iterates the result
+    (TRL before 0.27) fails with ``'coroutine' object is not iterable`` and Python warns that
+    ``AsyncAresReward.__call__`` was never awaited; use :class:`AresReward` with the same arguments there.
+
     Example:
         >>> reward = AsyncAresReward(AresReranker(judge), name="ares_judge")  # doctest: +SKIP
         >>> GRPOTrainer(..., reward_funcs=[reward, other_async_reward])  # doctest: +SKIP
     """
+
+    # Function-like duck typing (see the class docstring): class attributes, read through each instance.
+    __code__ = _call_signature.__code__
+    __defaults__ = _call_signature.__defaults__
+    __kwdefaults__ = _call_signature.__kwdefaults__
+    __signature__ = _InstanceSignature(_call_signature)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not inspect.iscoroutinefunction(cls.__call__):
+            raise TypeError(
+                f"{cls.__name__}.__call__ must be an `async def`: every AsyncAresReward tells TRL that calling it "
+                "returns a coroutine. Subclass AresReward for a synchronous reward."
+            )
 
     async def __call__(  # type: ignore[override]
         self,

@@ -62,8 +62,13 @@ class RecordingAsyncReward(AsyncAresReward):
         return super()._score(prompts, completions)
 
     async def __call__(self, prompts, completions, completion_ids=None, **kwargs):
+        import asyncio
+        import threading
+
+        asyncio.get_running_loop()  # raises RuntimeError unless TRL awaits this call on an event loop
+        awaited_in = threading.current_thread().name
         values = await super().__call__(prompts, completions, completion_ids, **kwargs)
-        self.calls[-1]["values"] = values
+        self.calls[-1].update(values=values, awaited_in=awaited_in)
         return values
 
 
@@ -150,6 +155,7 @@ def test_trl_grpo_command_with_dotted_reward_path(tiny_causal_lm_path, tiny_nli_
 def test_grpo_trainer_awaits_async_ares_reward_beside_a_second_reward(tiny_causal_lm_path, tmp_path):
     """TRL 1.16 gathers ``async def`` rewards on its event-loop thread; ours scores in a worker thread, beside a
     synchronous AresReward with another aggregate. Both are logged with their own values."""
+    import inspect
     import threading
 
     from trl import GRPOConfig, GRPOTrainer
@@ -165,13 +171,17 @@ def test_grpo_trainer_awaits_async_ares_reward_beside_a_second_reward(tiny_causa
     trainer = GRPOTrainer(model=str(tiny_causal_lm_path), reward_funcs=[async_reward, sync_reward], args=args,
                           train_dataset=_dataset(conversational=False))
     assert trainer._has_async_funcs  # TRL saw the async __call__
+    # Also what TRL 0.27 - 1.13 asked of the object itself (they dispatched a plain async callable as a sync reward).
+    assert inspect.iscoroutinefunction(async_reward) and not inspect.iscoroutinefunction(sync_reward)
     trainer.train()
     logs = [h for h in trainer.state.log_history if "loss" in h]
     assert trainer.state.global_step == 2 and len(logs) == 2
     assert len(async_reward.calls) == 2 and len(sync_reward.calls) == 2
     main_thread = threading.main_thread().name
     for call, sync_call, log in zip(async_reward.calls, sync_reward.calls, logs):
-        assert call["thread"] != main_thread  # scored off the main thread (asyncio.to_thread)
+        # Awaited on TRL's event-loop thread (the async path), then scored in a worker thread (asyncio.to_thread).
+        assert call["awaited_in"] == trainer.async_loop_thread.name != main_thread
+        assert call["thread"] not in (main_thread, call["awaited_in"])
         scored = [v for v in call["values"] if v is not None]
         assert len(call["values"]) == 4 and scored and all(0.0 <= v <= 1.0 for v in scored)
         assert log["rewards/ares_async/mean"] == pytest.approx(sum(scored) / len(scored), abs=1e-5)

@@ -1,6 +1,11 @@
-"""best_of_n: N samples per prompt from a real (tiny) causal LM, scored by the reranker, the best kept."""
+"""best_of_n: N samples per prompt from a real (tiny) causal LM, scored by the reranker, the best kept; and the same
+from a vLLM ``LLM`` (a stand-in ``vllm`` module with vLLM 0.33's interface: vLLM cannot run here)."""
 
 from __future__ import annotations
+
+import sys
+import types
+from dataclasses import dataclass
 
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -104,3 +109,124 @@ def test_progress_bars_for_long_calls_off_by_flag(lm, reranker, capsys):
     best_of_n(model, tokenizer, PROMPTS[:1], reranker, n=2, max_new_tokens=4, seed=0, show_progress_bar=True)
     err = capsys.readouterr().err
     assert "generating (n=2)" in err and "scoring (ares)" in err
+
+
+# -- vLLM: a stand-in module with vLLM 0.33's LLM.generate / LLM.chat / SamplingParams / RequestOutput interface ------
+@dataclass
+class SamplingParams:
+    """A subset of vllm.SamplingParams' fields, with vLLM 0.33's names and defaults."""
+
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    max_tokens: int | None = 16
+    min_tokens: int = 0
+
+
+class LLM:
+    """Records each call and answers with the texts given per prompt (a string, or a conversation's last message),
+    as RequestOutput-like objects: ``.outputs[i].text``, ``params.n`` of them."""
+
+    def __init__(self, texts: dict[str, list[str]], defaults: SamplingParams | None = None) -> None:
+        self.texts, self.defaults, self.calls = texts, defaults, []
+
+    def get_tokenizer(self):
+        raise AssertionError("best_of_n has no use for the LLM's tokenizer")
+
+    def get_default_sampling_params(self) -> SamplingParams:
+        return self.defaults or SamplingParams()
+
+    def _outputs(self, keys, params):
+        return [types.SimpleNamespace(outputs=[types.SimpleNamespace(index=i, text=t)
+                                               for i, t in enumerate(self.texts[key][: params.n])]) for key in keys]
+
+    def generate(self, prompts, sampling_params=None, *, use_tqdm=True, lora_request=None, priority=None):
+        self.calls.append({"method": "generate", "prompts": prompts, "params": sampling_params, "use_tqdm": use_tqdm})
+        return self._outputs(prompts, sampling_params)
+
+    def chat(self, messages, sampling_params=None, use_tqdm=True, lora_request=None, priority=None,
+             chat_template=None, add_generation_prompt=True):
+        self.calls.append({"method": "chat", "messages": messages, "params": sampling_params, "use_tqdm": use_tqdm,
+                           "chat_template": chat_template})
+        return self._outputs([conversation[-1]["content"] for conversation in messages], sampling_params)
+
+
+LLM.__module__ = SamplingParams.__module__ = "vllm.entrypoints.llm"  # where vllm.LLM is defined
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    module = types.ModuleType("vllm")
+    module.LLM, module.SamplingParams = LLM, SamplingParams
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    return module
+
+
+def test_vllm_llm_samples_in_one_generate_call_and_selects_as_the_transformers_path(lm, reranker, fake_vllm):
+    model, tokenizer = lm
+    expected = best_of_n(model, tokenizer, PROMPTS, reranker, n=4, max_new_tokens=10, seed=0)
+    llm = LLM({prompt: result.candidates for prompt, result in zip(PROMPTS, expected)})
+    results = best_of_n(llm, None, PROMPTS, reranker, n=4, max_new_tokens=10, seed=0, temperature=0.7, top_p=0.9,
+                        show_progress_bar=False)
+    for result, same in zip(results, expected):
+        assert result.to_dict() == same.to_dict()  # candidates, scores, records, best index / text / score
+    (call,) = llm.calls
+    assert call["method"] == "generate" and call["prompts"] == PROMPTS and call["use_tqdm"] is False
+    assert call["params"] == SamplingParams(n=4, max_tokens=10, seed=0, temperature=0.7, top_p=0.9)
+
+
+def test_vllm_conversations_go_through_chat_and_progress_follows_show_progress_bar(reranker, fake_vllm):
+    texts = {p: [f"so {p}", "so x", "so y"] for p in PROMPTS}
+    messages = [[{"role": "user", "content": p}] for p in PROMPTS]
+    llm = LLM(texts, defaults=SamplingParams(temperature=0.6, top_p=0.95, top_k=20))
+    results = best_of_n(llm, None, messages, reranker, n=3, max_new_tokens=32, batch_size=2, top_p=0.5)
+    assert [r.prompt for r in results] == messages and [r.candidates for r in results] == [texts[p] for p in PROMPTS]
+    call = llm.calls[-1]
+    assert call["method"] == "chat" and call["messages"] == messages and call["chat_template"] is None
+    # the model's default sampling (its generation_config), then the caller's arguments
+    assert call["params"] == SamplingParams(n=3, max_tokens=32, temperature=0.6, top_p=0.5, top_k=20)
+    assert call["use_tqdm"] is True  # show_progress_bar=None: 3 prompts are more than one batch of 2
+    template = types.SimpleNamespace(chat_template="{{ messages }}")
+    best_of_n(llm, template, PROMPTS[:2], reranker, n=2, use_chat_template=True, show_progress_bar=None)
+    call = llm.calls[-1]
+    assert call["messages"] == messages[:2] and call["chat_template"] == "{{ messages }}"
+    assert call["use_tqdm"] is False  # one batch
+    best_of_n(llm, None, PROMPTS[:1], reranker, n=1, show_progress_bar=True, do_sample=False, min_new_tokens=2,
+              stop_strings=["\n\n"])
+    call = llm.calls[-1]
+    assert call["method"] == "generate" and call["use_tqdm"] is True
+    assert call["params"] == SamplingParams(n=1, max_tokens=256, temperature=0.0, top_p=0.95, top_k=20,
+                                            min_tokens=2, stop=["\n\n"])
+
+
+def test_vllm_arguments_that_do_not_map_to_sampling_params_are_named(reranker, fake_vllm):
+    llm = LLM({p: ["so a"] for p in PROMPTS})
+    with pytest.raises(TypeError, match=r"best_of_n\(num_beams=2\): vLLM's SamplingParams has no 'num_beams'"):
+        best_of_n(llm, None, PROMPTS, reranker, n=2, num_beams=2)
+    with pytest.raises(TypeError, match="as max_new_tokens=, not max_tokens="):
+        best_of_n(llm, None, PROMPTS, reranker, n=2, max_tokens=8)
+    with pytest.raises(ValueError, match="mix strings and conversations"):
+        best_of_n(llm, None, [PROMPTS[0], [{"role": "user", "content": "hi"}]], reranker, n=2)
+    with pytest.raises(TypeError, match=r"show_progress_bar='yes'\) must be True, False or None"):
+        best_of_n(llm, None, PROMPTS, reranker, show_progress_bar="yes")
+    assert llm.calls == []  # each refused before sampling
+
+
+def test_a_vllm_llm_is_told_by_its_class_not_by_its_method_names(reranker, fake_vllm):
+    class MyLLM(LLM):  # a subclass defined elsewhere is still a vllm.LLM
+        pass
+
+    assert MyLLM.__module__ == __name__
+    llm = MyLLM({p: ["so a", "so b"] for p in PROMPTS})
+    assert [r.candidates for r in best_of_n(llm, None, PROMPTS, reranker, n=2)] == [["so a", "so b"]] * 3
+
+    class LookAlike:  # the same methods, not vLLM's class: still read as a transformers model, which needs a tokenizer
+        generate = chat = get_tokenizer = LLM.generate
+
+    with pytest.raises(TypeError, match=r"model=LookAlike, tokenizer=NoneType\) needs a transformers causal LM"):
+        best_of_n(LookAlike(), None, PROMPTS, reranker)

@@ -3,6 +3,12 @@
 Examples:
     ares-rerank eval --task claimtrees --length 10 --n 100 --backbone claimtrees-oracle --methods ares,entail-prev
     ares-rerank eval --task prmbench --sample 50 --backbone path/to/head --out runs/eval
+    ares-rerank eval --task bon --generate claimtrees --backbone claimtrees-oracle
+    ares-rerank eval --task bon --path completions.jsonl --answer-fn math-verify --methods ares,given
+
+``--task bon`` reports best-of-N accuracy against N (N = 1, 2, 4, ..., mean +- SE over problems) for each method and
+selection rule, with pass@N and majority@N, on a candidate file (search-and-learn's or RLHFlow's schema) or a
+generated set; it also writes ``<name>.png``, accuracy against N.
 
 Needs the ``eval`` extra (``pip install 'ares-rerank[eval]'``: scikit-learn, matplotlib). Everything is written under
 ``--out`` (default ``./ares-eval`` in the working directory): ``<name>.json`` and ``<name>.md``, and the score cache
@@ -23,13 +29,15 @@ from . import options
 
 
 DEFAULT_METHODS = "ares,entail-prev,entail-base,roscoe-li-self,roscoe-li-source,receval-inter"
+BON_METHODS = "ares,entail-prev"
 DEFAULT_OUT = "ares-eval"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The harness's options (also used by the checkout's benchmark scripts, e.g. ``eval/bench_perf.py``)."""
     task = parser.add_argument_group("task (options left out use the loader's defaults)")
-    task.add_argument("--task", required=True, help="claimtrees, recipes, prmbench, bbm or processbench.")
+    task.add_argument("--task", required=True, help="claimtrees, recipes, prmbench, bbm, processbench, or bon "
+                                                    "(best-of-N accuracy against N).")
     task.add_argument("--n", type=int, default=None, help="Evaluate the first N examples (default: the loader's).")
     task.add_argument("--sample", type=int, default=None,
                       help="Evaluate K examples drawn at random (seeded by --sample-seed) instead of all (CPU runs).")
@@ -51,8 +59,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     task.add_argument("--labels", default=None, help="bbm / processbench: propagate (default) or first.")
     task.add_argument("--question", default=None, help="prmbench: paired (default) or question.")
     task.add_argument("--out-of-range", default=None, help="prmbench: skip (default) or ignore.")
+    bon = parser.add_argument_group("best-of-N (--task bon)")
+    bon.add_argument("--generate", default=None, choices=["claimtrees", "recipes"],
+                     help="A generated candidate set instead of --path (ares_rerank.data.bon).")
+    bon.add_argument("--schema", default="auto", help="--path's schema: auto, search-and-learn or rlhflow.")
+    bon.add_argument("--candidates", type=int, default=16, help="Generated sets: candidates per problem (16).")
+    bon.add_argument("--recipes", default="heldout",
+                     help="--generate recipes: 'heldout' (graphs the default head never trained on), 'all', or "
+                          "comma-separated graph names.")
+    bon.add_argument("--selections", default="best,weighted,sound-weighted",
+                     help="Selection rules per method (majority needs no verifier and is always reported).")
+    bon.add_argument("--aggregate", default="final", choices=["final", "mean", "min", "product"],
+                     help="Chain score from step scores (default: final, search-and-learn's 'last').")
+    bon.add_argument("--max-n", type=int, default=None, help="Largest N (default: the fewest candidates).")
+    bon.add_argument("--subsets", type=int, default=32, help="Random subsets per problem and N < N_max (32).")
+    bon.add_argument("--subset-seed", type=int, default=0, help="Seed of the subsets (0).")
+    bon.add_argument("--step-separator", default="auto",
+                     help="--path: how a candidate splits into steps: auto (Math-Shepherd's 'ки' tag where present, "
+                          "else blank lines), a literal, 're:<regex>' or 'none' (sentences).")
+    bon.add_argument("--answer-fn", default="standard",
+                     help="--path: how answers are read and compared: standard, math-verify or module:function.")
     options.add_backbone_arguments(parser, default="claimtrees-oracle")
-    parser.add_argument("--methods", default=DEFAULT_METHODS, help="Comma-separated: ares and/or baselines.")
+    parser.add_argument("--methods", default=DEFAULT_METHODS,
+                        help=f"Comma-separated: ares and/or baselines (--task bon: default {BON_METHODS}; 'given' "
+                             "adds the step scores shipped with a search-and-learn file).")
     options.add_config_arguments(parser, exclude=("threshold",))  # thresholds come from cross-validation
     run_group = parser.add_argument_group("run")
     run_group.add_argument("--cache-dir", default=None, help="Score cache folder (default <out>/cache).")
@@ -116,8 +146,7 @@ def check_previous_results(path: Path, settings: dict[str, Any]) -> None:
                          "pass --name <stem> to keep both, or --overwrite to replace it.")
 
 
-def run(args: argparse.Namespace) -> int:
-    from ..evaluation import ScoreCache, backbone_key, evaluate, task_record, write_results
+def _check_run_flags(args: argparse.Namespace) -> None:
     from ..io import check_output_dir
 
     options.positive(args.batch_size, "--batch-size")
@@ -130,6 +159,75 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--cache-dir={args.cache_dir!r} is a file: name a folder (default <out>/cache), or "
                              "give --no-cache.")
         check_output_dir(args.cache_dir, flag="--cache-dir")
+
+
+def bon_task_from_args(args: argparse.Namespace) -> Any:
+    """The best-of-N candidate set the flags name (``--path`` or ``--generate``), ``--sample`` drawn."""
+    from ..evaluation.tasks.bon import load_bon_file, load_bon_generated
+    from ..io import check_input_file
+
+    options.positive(args.candidates, "--candidates")
+    if (args.path is None) == (args.generate is None):
+        raise ValueError("--task bon needs exactly one of --path FILE (a search-and-learn or RLHFlow candidate file) "
+                         "and --generate claimtrees|recipes.")
+    if args.generate is not None:
+        recipes = None if args.recipes == "all" else args.recipes if args.recipes == "heldout" else [
+            r.strip() for r in args.recipes.split(",") if r.strip()]
+        task = load_bon_generated(args.generate, n=args.n, candidates=args.candidates, seed=args.sample_seed,
+                                  recipes=recipes, data_dir=args.data_dir)
+    else:
+        separator = "auto" if args.step_separator == "auto" else options.step_separator(args.step_separator)
+        check_input_file(args.path)
+        task = load_bon_file(args.path, schema=args.schema,
+                             answer_fn=options.answer_fn_from_args(args.answer_fn), step_separator=separator, n=args.n)
+    return task if args.sample is None else task.subsample(args.sample, args.sample_seed)
+
+
+def run_bon(args: argparse.Namespace) -> int:
+    """``--task bon``: accuracy against N, written as ``<name>.json`` / ``.md`` / ``.png``."""
+    from ..evaluation import ScoreCache, backbone_key
+    from ..evaluation.bon import bon_markdown, evaluate_bon
+    from ..evaluation.plots import plot_accuracy_vs_n
+    from ..io import write_atomic
+
+    options.positive(args.subsets, "--subsets")
+    options.positive(args.max_n, "--max-n")
+    methods = [m.strip() for m in (BON_METHODS if args.methods == DEFAULT_METHODS else args.methods).split(",")
+               if m.strip()]
+    selections = [s.strip() for s in args.selections.split(",") if s.strip()]
+    task = bon_task_from_args(args)
+    load_options = options.backbone_options(args)
+    config = options.config_from_args(args)
+    out_dir = Path(args.out)
+    stem = args.name or f"{task.key}__{backbone_key(args.backbone, args.kind)}"
+    settings = {"task": task.key, "backbone": args.backbone, "backbone_options": load_options or {},
+                "config": asdict(config), "methods": sorted(methods), "selections": selections,
+                "subsets": args.subsets, "seed": args.subset_seed}
+    if not args.overwrite:
+        check_previous_results(out_dir / f"{stem}.json", {"settings": settings})
+    backbone = None if methods == ["given"] else options.backbone_from_args(args)
+    cache = None if args.no_cache else ScoreCache(args.cache_dir or out_dir / "cache")
+    results = evaluate_bon(task, backbone, methods, config, selections=selections, aggregate=args.aggregate,
+                           max_n=args.max_n, subsets=args.subsets, seed=args.subset_seed,
+                           backbone_name=args.backbone, backbone_kind=args.kind, backbone_options=load_options,
+                           cache=cache, refresh=args.refresh, batch_size=args.batch_size, progress=not args.no_progress)
+    results["settings"] = settings  # what a rerun is compared by
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(out_dir / f"{stem}.json", json.dumps(results, indent=1))
+    markdown = bon_markdown(results)
+    write_atomic(out_dir / f"{stem}.md", markdown + "\n")
+    plot_accuracy_vs_n(results, out_dir / f"{stem}.png")
+    print(markdown)
+    print(f"wrote {out_dir / stem}.json, .md and .png")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..evaluation import ScoreCache, backbone_key, evaluate, task_record, write_results
+
+    _check_run_flags(args)
+    if args.task == "bon":
+        return run_bon(args)
     task = task_from_args(args)
     load_options = options.backbone_options(args)
     config = options.config_from_args(args)

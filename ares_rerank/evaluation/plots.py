@@ -19,6 +19,7 @@ from .report import METHOD_NAMES
 
 __all__ = [
     "long_chain_series",
+    "plot_accuracy_vs_n",
     "main",
     "plot_cost_vs_length",
     "plot_long_chains",
@@ -137,6 +138,32 @@ def plot_cost_vs_length(series: dict[str, dict[int, tuple[float, float]]], path:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     fig.suptitle(title)
+    return _save(fig, path)
+
+
+def plot_accuracy_vs_n(results: dict[str, Any], path: str | Path, rows: Sequence[str] | None = None,
+                       title: str | None = None) -> Path:
+    """Best-of-N accuracy against N (log2 axis) from :func:`~ares_rerank.evaluation.bon.evaluate_bon` results:
+    one line per row (default: every row), pass@N dashed as the ceiling, with SE bars."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ns = results["n_values"]
+    styles = ["o", "s", "^", "D", "v", "P", "X", "*"]
+    for i, row in enumerate(rows or list(results["rows"])):
+        cells = results["rows"][row]
+        ceiling = row == "pass@N"
+        ax.errorbar(ns, [100 * cells[str(n)][0] for n in ns], yerr=[100 * cells[str(n)][1] for n in ns],
+                    marker=styles[i % len(styles)], capsize=3, linestyle="--" if ceiling else "-",
+                    color="black" if ceiling else None, alpha=0.85, label=row)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ns)
+    ax.set_xticklabels([str(n) for n in ns])
+    ax.set_xlabel("N (candidates per problem)")
+    ax.set_ylabel("accuracy % (mean ± SE over problems)")
+    ax.set_ylim(0, 102)
+    ax.set_title(title or f"Best-of-N: {results['task']['name']}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
     return _save(fig, path)
 
 

@@ -1,0 +1,164 @@
+"""Best-of-N accuracy against N: pass@k, the generated candidate sets, the file schemas users have
+(search-and-learn's completions, RLHFlow's test sets), the metrics with the ClaimTrees rule oracle, and
+``ares-rerank eval --task bon``."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import pytest
+
+from ares_rerank.backbones.oracle import ClaimTreesOracle
+from ares_rerank.data.bon import claimtrees_answer, claimtrees_bon, recipe_answer
+from ares_rerank.evaluation.bon import evaluate_bon, n_values, pass_at_k
+from ares_rerank.evaluation.tasks.bon import load_bon_file, load_bon_generated
+from helpers import shared_data
+
+
+@pytest.mark.parametrize("n, c, k", [(5, 0, 1), (5, 1, 1), (6, 2, 3), (8, 3, 8), (7, 7, 2), (9, 4, 4)])
+def test_pass_at_k_is_the_share_of_k_subsets_with_a_correct_candidate(n, c, k):
+    subsets = list(itertools.combinations(range(n), k))
+    expected = sum(any(i < c for i in s) for s in subsets) / len(subsets)
+    assert math.isclose(pass_at_k(n, c, k), expected)
+
+
+def test_n_values_are_powers_of_two_and_the_maximum():
+    assert n_values(16) == [1, 2, 4, 8, 16]
+    assert n_values(12) == [1, 2, 4, 8, 12]
+    assert n_values(1) == [1]
+
+
+def test_generated_claimtrees_candidates_are_sound_exactly_when_their_answer_is_right():
+    oracle = ClaimTreesOracle()
+    for problem in claimtrees_bon(n=12, candidates=8, seed=3):
+        for chain, ok in zip(problem.candidates, problem.correct):
+            text = "\n\n".join(chain.steps)
+            assert (claimtrees_answer(text) == problem.answer) == ok
+            premises, entailed = list(problem.base_claims), []
+            for step in chain.steps:  # each step given the base claims and every earlier step (no propagation)
+                entailed.append(oracle.entailment_probs([premises], [step])[0])
+                premises.append(step)
+            assert (min(entailed) == 1.0) == ok  # one unsupported jump in every wrong candidate
+            if not ok:
+                assert entailed[-1] == 1.0  # ... after which every step is locally valid: the final step looks fine
+    assert claimtrees_bon(n=2, seed=5)[1].candidates[0].steps == claimtrees_bon(n=2, seed=5)[1].candidates[0].steps
+
+
+def test_generated_sets_reject_bad_arguments():
+    with pytest.raises(ValueError, match="sound_range"):
+        claimtrees_bon(n=1, sound_range=(0.8, 0.2))
+    with pytest.raises(ValueError, match="candidates=0"):
+        claimtrees_bon(n=1, candidates=0)
+    with pytest.raises(ValueError, match="generate='chess'"):
+        load_bon_generated("chess")
+
+
+def test_ares_vote_reaches_pass_at_n_with_the_rule_oracle_and_majority_falls_behind():
+    task = load_bon_generated("claimtrees", n=60, candidates=8)
+    results = evaluate_bon(task, ClaimTreesOracle(), ["ares", "entail-prev"], subsets=8, progress=False)
+    rows, top = results["rows"], "8"
+    assert results["n_values"] == [1, 2, 4, 8]
+    assert rows["ares | weighted"][top][0] == pytest.approx(rows["pass@N"][top][0], abs=0.01)
+    assert rows["ares | sound-weighted"][top][0] == pytest.approx(rows["pass@N"][top][0], abs=0.01)
+    assert rows["majority"][top][0] < rows["ares | weighted"][top][0] - 0.2  # wrong answers cluster
+    # Entail-Prev's final step is locally valid in every wrong chain: its final-step vote is the majority's
+    assert rows["entail-prev | weighted"][top][0] == pytest.approx(rows["majority"][top][0], abs=0.02)
+    for row in rows.values():  # every cell: a mean and an SE
+        assert all(0.0 <= mean <= 1.0 and se >= 0.0 for mean, se in row.values())
+    assert rows["random"]["1"][0] == pytest.approx(rows["pass@N"]["1"][0], abs=1e-9)
+
+
+def test_generated_recipe_answers_are_the_ingredients_cooked_with():
+    shared_data("recipe_graphs")
+    task = load_bon_generated("recipes", n=6, candidates=8)
+    assert {p.id.split("-")[2] for p in task.problems} == {"broccolistirfry", "cheesepimiento", "coffee",
+                                                           "microwaveeggsandwich", "ramen", "tomatochutney"}
+    for problem in task.problems:
+        answers = [recipe_answer(t) for t in problem.texts]
+        right = {a for a, ok in zip(answers, problem.correct) if ok}
+        assert all(a is not None for a in answers) and len(right) <= 1
+        assert not right & {a for a, ok in zip(answers, problem.correct) if not ok}
+
+
+def write_jsonl(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+SAL = [
+    {"problem": "What is 1 + 1?", "answer": "2",
+     "completions": ["1 + 1 = 2.\n\nSo \\boxed{2}", "1 + 1 = 3.\n\nSo \\boxed{3}", "It is two.\n\n\\boxed{2.0}", ""],
+     "scores": [[0.9, 0.8], [0.4, 0.3], [0.7, 0.6], []]},
+    {"problem": "What is half of 1?", "answer": "\\frac{1}{2}",
+     "completions": ["Half.\n\n\\boxed{0.5}", "Hmm.\n\n\\boxed{1}", "Hmm.\n\n\\boxed{1}", "Half.\n\n\\boxed{1/2}"],
+     "scores": [[0.2], [0.9], [0.8], [0.3]]},
+]
+
+
+def test_search_and_learn_schema_with_its_own_scores(tmp_path):
+    task = load_bon_file(write_jsonl(tmp_path / "sal.jsonl", SAL))
+    assert [p.correct for p in task.problems] == [[True, False, True, False], [True, False, False, True]]
+    assert task.problems[0].chains[3] is None
+    assert list(task.problems[0].chains[0].steps) == ["1 + 1 = 2.", "So \\boxed{2}"]
+    results = evaluate_bon(task, None, ["given"], selections=["best", "weighted"], progress=False)
+    rows = results["rows"]
+    # problem 1: the top "last" score is right (0.8); problem 2: the top one (0.9) is wrong, the weighted vote
+    # 1.7 for "1" beats 0.5 for "1/2": search-and-learn's pred_naive / pred_weighted by hand
+    assert rows["given | best"]["4"][0] == 0.5 and rows["given | weighted"]["4"][0] == 0.5
+    # majority: "2" twice in problem 1; in problem 2 "0.5" and "1/2" are one answer, tied 2-2 with "1": the first
+    # occurring answer wins (search-and-learn's find_majority_answer), and it is right
+    assert rows["majority"]["4"][0] == 1.0
+    assert rows["pass@N"]["4"][0] == 1.0
+
+
+@pytest.mark.parametrize("label_key", ["label", "labels"])
+def test_rlhflow_schema_reads_label_or_labels_and_math_shepherd_step_tags(tmp_path, label_key):
+    record = {"prompt": "Convert (0,3) to polar.", label_key: [1, 0],
+              "answers": ["r = 3 ки\nSo the answer is $(3,\\frac{\\pi}{2})$ ки\n", "r = 3\n\nSo \\boxed{(3,\\pi)}"]}
+    task = load_bon_file(write_jsonl(tmp_path / "rlhflow.jsonl", [record]))
+    problem = task.problems[0]
+    assert problem.correct == [True, False]
+    assert list(problem.chains[0].steps) == ["r = 3", "So the answer is $(3,\\frac{\\pi}{2})$"]
+    assert list(problem.chains[1].steps) == ["r = 3", "So \\boxed{(3,\\pi)}"]
+
+
+def test_file_schema_errors_name_the_record_and_the_fix(tmp_path):
+    with pytest.raises(ValueError, match="neither search-and-learn"):
+        load_bon_file(write_jsonl(tmp_path / "x.jsonl", [{"question": "q", "outputs": []}]))
+    with pytest.raises(ValueError, match="record 1: 'label'/'labels'"):
+        load_bon_file(write_jsonl(tmp_path / "y.jsonl", [{"prompt": "q", "answers": ["a"], "label": [1, 0]}]))
+    with pytest.raises(ValueError, match="'scores' must hold"):
+        load_bon_file(write_jsonl(tmp_path / "z.jsonl", [{**SAL[0], "scores": [[0.1]]}]))
+    with pytest.raises(ValueError, match="method 'given' needs"):
+        rows = [{k: v for k, v in SAL[0].items() if k != "scores"}]
+        evaluate_bon(load_bon_file(write_jsonl(tmp_path / "w.jsonl", rows)), None, ["given"], progress=False)
+
+
+def test_cli_eval_bon_writes_json_markdown_and_plot(tmp_path):
+    from ares_rerank.cli import main
+
+    source = write_jsonl(tmp_path / "sal.jsonl", SAL)
+    out = tmp_path / "out"
+    args = ["eval", "--task", "bon", "--path", str(source), "--methods", "given", "--out", str(out), "--no-progress"]
+    assert main(args + ["--name", "run"]) == 0
+    results = json.loads((out / "run.json").read_text())
+    assert results["rows"]["given | best"]["4"][0] == 0.5
+    assert "| no verifier | majority |" in (out / "run.md").read_text()
+    assert (out / "run.png").read_bytes()[:4] == b"\x89PNG"
+    assert main(args + ["--name", "run"]) == 0  # the same settings again: replaced
+    assert main(args + ["--name", "run", "--subsets", "4"]) == 2  # other settings: refused before any work
+    assert main(["eval", "--task", "bon", "--out", str(out), "--no-progress"]) == 2  # neither --path nor --generate
+
+
+def test_cli_eval_bon_on_a_generated_set_with_the_oracle(tmp_path, capsys):
+    from ares_rerank.cli import main
+
+    out = tmp_path / "out"
+    assert main(["eval", "--task", "bon", "--generate", "claimtrees", "--n", "20", "--candidates", "4",
+                 "--backbone", "claimtrees-oracle", "--out", str(out), "--name", "ct", "--no-progress"]) == 0
+    results = json.loads((out / "ct.json").read_text())
+    assert results["n_values"] == [1, 2, 4] and results["task"]["num_problems"] == 20
+    assert results["rows"]["ares | weighted"]["4"][0] == pytest.approx(results["rows"]["pass@N"]["4"][0])
+    assert "ares" in capsys.readouterr().out

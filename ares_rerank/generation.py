@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from .aggregate import Aggregate, get_aggregate
+from .answers import AnswerFn, answer_matcher
 from .config import is_int
-from .rerank import AresReranker, rank_records
+from .rerank import AresReranker
 from .scoring import progress_bar
+from .voting import check_selection
 
 
 __all__ = ["BestOfN", "best_of_n"]
@@ -35,6 +37,10 @@ class BestOfN:
         candidates: All N sampled completions (decoded new tokens, special tokens removed), in sampling order.
         scores: One chain score per candidate (``None`` for an empty / blank completion).
         records: The reranker's full score records per candidate (steps, per-step tau, certificate).
+        selection: The rule that chose ``best`` (``"best"``: the highest chain score; or an answer-aware vote).
+        answers: Under a vote, each candidate's final answer (``None``: none found); else ``None``.
+        groups: Under a vote, every answer's vote, best first (``answer``, ``size``, ``votes``, ``sound``,
+            ``members``); else empty.
     """
 
     prompt: Any
@@ -44,6 +50,9 @@ class BestOfN:
     candidates: list[str]
     scores: list[float | None]
     records: list[dict[str, Any]] = field(repr=False)
+    selection: str = "best"
+    answers: list[Any] | None = None
+    groups: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -204,9 +213,12 @@ def best_of_n(
     aggregate: Aggregate | None = None,
     seed: int | None = None,
     show_progress_bar: bool | None = None,
+    selection: str | None = None,
+    answer_fn: AnswerFn | None = None,
     **generate_kwargs: Any,
 ) -> list[BestOfN]:
-    """Sample ``n`` completions per prompt and keep the one with the best ARES chain score.
+    """Sample ``n`` completions per prompt and keep the one with the best ARES chain score, or the one an
+    answer-aware vote picks (``selection=``).
 
     With a vLLM ``LLM`` as ``model``, string prompts are sampled by ``llm.generate(prompts, params, use_tqdm=...)``
     and conversations by ``llm.chat(conversations, params, use_tqdm=...)`` (vLLM renders them with the chat template
@@ -233,6 +245,10 @@ def best_of_n(
         show_progress_bar: tqdm bars on stderr over the prompts generated and the chains scored; ``None`` shows
             each for work longer than one batch, ``False`` never, ``True`` always. vLLM's bar is its own
             (``use_tqdm``), shown by the same rule.
+        selection: ``"best"`` (the highest chain score), ``"majority"``, ``"weighted"`` or ``"sound-weighted"``
+            (votes over the candidates' final answers, :mod:`ares_rerank.voting`); default: the reranker's.
+        answer_fn: How final answers are read for the votes (``"standard"``, ``"math-verify"`` or a callable);
+            default: the reranker's.
         **generate_kwargs: Passed to ``model.generate`` (``temperature``, ``top_p``, ...); ``do_sample`` defaults
             to True. For vLLM they become ``SamplingParams`` fields: the same names (``temperature``, ``top_p``,
             ``top_k``, ``min_p``, ``repetition_penalty``, or any other field), ``min_new_tokens`` as ``min_tokens``,
@@ -259,6 +275,10 @@ def best_of_n(
     # checked before any generation (a bad aggregate was refused only once every sample was drawn)
     if aggregate is not None:
         get_aggregate(aggregate)
+    if selection is not None:
+        selection = check_selection(selection, "best_of_n(selection)")
+    if answer_fn is not None:
+        answer_fn = answer_matcher(answer_fn)
     if seed is not None and (not is_int(seed) or seed < 0):
         raise ValueError(f"best_of_n(seed={seed!r}) must be a non-negative int, or None.")
     if use_chat_template not in (None, True, False):
@@ -283,10 +303,18 @@ def best_of_n(
         candidates = _sample_transformers(model, tokenizer, prompts, conversations, n, batch_size, seed,
                                           show_progress_bar, generate_kwargs)
     scored = reranker.score_batch(prompts, candidates, aggregate=aggregate, show_progress_bar=show_progress_bar)
-    return [_best(prompt, texts, records) for prompt, texts, records in zip(prompts, candidates, scored)]
+    return [_best(prompt, texts, records, reranker, selection, answer_fn)
+            for prompt, texts, records in zip(prompts, candidates, scored)]
 
 
-def _best(prompt: Any, texts: list[str], records: list[dict[str, Any]]) -> BestOfN:
+def _best(prompt: Any, texts: list[str], records: list[dict[str, Any]], reranker: AresReranker,
+          selection: str | None, answer_fn: Any) -> BestOfN:
     scores = [r["score"] for r in records]
-    best = rank_records(records)[0]["index"]
-    return BestOfN(prompt, texts[best], best, scores[best], list(texts), scores, records)
+    ordered, groups = reranker.order(records, selection, answer_fn)
+    best = ordered[0]["index"]
+    answers = None
+    if groups:
+        by_index = {r["index"]: r["answer"] for r in ordered}
+        answers = [by_index[i] for i in range(len(records))]
+    return BestOfN(prompt, texts[best], best, scores[best], list(texts), scores, records,
+                   selection or reranker.selection, answers, groups)

@@ -230,3 +230,23 @@ def test_a_vllm_llm_is_told_by_its_class_not_by_its_method_names(reranker, fake_
 
     with pytest.raises(TypeError, match=r"model=LookAlike, tokenizer=NoneType\) needs a transformers causal LM"):
         best_of_n(LookAlike(), None, PROMPTS, reranker)
+
+
+def test_best_of_n_with_an_answer_vote_picks_the_winning_answer_and_reports_the_groups(fake_vllm):
+    keyword = FunctionBackbone(lambda premises, hypotheses: [0.9 if "check" in h else 0.3 for h in hypotheses])
+    reranker = AresReranker(keyword, step_separator="\n")
+    samples = ["guess\nso \\boxed{7}", "guess\nso \\boxed{7}", "check\ncheck \\boxed{5}", "no answer at all"]
+    llm = LLM({"q": samples})
+    majority = best_of_n(llm, None, ["q"], reranker, n=4, selection="majority")[0]
+    assert majority.selection == "majority" and majority.best_index == 0 and majority.answers == ["7", "7", "5", None]
+    assert [(g["answer"], g["size"]) for g in majority.groups] == [("7", 2), ("5", 1)]
+    weighted = best_of_n(llm, None, ["q"], reranker, n=4, selection="weighted")[0]
+    assert weighted.best_index == 2 and weighted.groups[0]["answer"] == "5"  # 0.9 beats 0.3 + 0.3
+    plain = best_of_n(llm, None, ["q"], reranker, n=4)[0]
+    assert plain.selection == "best" and plain.answers is None and plain.groups == []
+    last_word = best_of_n(llm, None, ["q"], reranker, n=4, selection="majority",
+                          answer_fn=lambda text: text.split()[-1])[0]
+    assert last_word.answers == ["\\boxed{7}", "\\boxed{7}", "\\boxed{5}", "all"]
+    with pytest.raises(ValueError, match="best_of_n\\(selection\\)='vote'"):
+        best_of_n(llm, None, ["q"], reranker, n=4, selection="vote")
+    assert len(llm.calls) == 4  # the bad selection was refused before sampling

@@ -21,14 +21,17 @@ from ares_rerank import load_backbone
 from ares_rerank.backbones.selection import SelectingBackbone
 from ares_rerank.config import AresConfig
 from ares_rerank.evaluation import METHOD_NAMES, ScoreCache, evaluate, fold_prevalences, load_task, markdown_table
+from ares_rerank.evaluation.bon import bon_markdown, evaluate_bon
 from ares_rerank.evaluation.plots import (
     long_chain_series,
+    plot_accuracy_vs_n,
     plot_cost_vs_length,
     plot_long_chains,
     plot_sample_efficiency,
     plot_step_scores,
 )
 from ares_rerank.evaluation.report import pm, results_markdown
+from ares_rerank.evaluation.tasks.bon import load_bon_generated
 from ares_rerank.io import write_atomic
 from ares_rerank.scoring import score_chains
 
@@ -174,7 +177,10 @@ def step_figure(path: Path) -> Path:
 
 
 def _rel(path: Path) -> str:
-    return Path("..", path.relative_to(REPO)).as_posix()
+    """A link from docs/RESULTS.md; a path outside the checkout (a test's folder) as it is."""
+    if not path.resolve().is_relative_to(REPO):
+        return path.as_posix()
+    return Path("..", path.resolve().relative_to(REPO)).as_posix()
 
 
 def paper_table(ours: dict[tuple[str, str], str]) -> str:
@@ -241,13 +247,65 @@ def pending_section() -> tuple[str, int]:
     return table, prm.info["records_skipped"]
 
 
+BON_PLOT_ROWS = ("pass@N", "ares | weighted", "ares | best", "entail-prev | weighted", "entail-prev | best",
+                 "majority", "random")
+BON_RECIPES_COMMAND = ("ares-rerank eval --task bon --generate recipes --backbone default --out eval/results/real "
+                       "--cache-dir ~/.cache/ares-rerank/eval")
+
+
+def _plot_rows(results: dict[str, Any]) -> list[str]:
+    return [row for row in BON_PLOT_ROWS if row in results["rows"]]
+
+
+def _is_bon_result(data: dict[str, Any]) -> bool:
+    return data.get("kind") == "best-of-n"
+
+
+def _bon_reading(results: dict[str, Any]) -> str:
+    """The gaps at N_max the table shows, in words (computed, never typed in)."""
+    top = str(results["n_values"][-1])
+    rows = results["rows"]
+    ceiling = 100 * rows["pass@N"][top][0]
+    parts = [f"At N = {top} pass@N is {ceiling:.1f}%"]
+    for row in ("ares | weighted", "ares | sound-weighted", "entail-prev | weighted", "entail-prev | sound-weighted",
+                "majority"):
+        if row in rows:
+            mean, se = (100 * v for v in rows[row][top])
+            parts.append(f"{row.replace(' | ', ' ')} {mean:.1f} ± {se:.1f} ({mean - ceiling:+.1f} points)")
+    return "; ".join(parts) + "."
+
+
+def bon_section(cache: ScoreCache, progress: bool, runs: Sequence[tuple[Path, dict[str, Any]]]) -> str:
+    """Section 8: accuracy against N on the generated ClaimTrees set with the rule oracle (computed here, cached) and
+    the committed best-of-N runs of real backbones (the recipe set with the default head), each with its plot."""
+    task = load_bon_generated("claimtrees", n=200, candidates=16)
+    oracle = evaluate_bon(task, load_backbone("claimtrees-oracle"), ["ares", "entail-prev"], cache=cache,
+                          backbone_name="claimtrees-oracle", progress=progress)
+    figure = plot_accuracy_vs_n(oracle, FIGURES / "bon_claimtrees_oracle.png", rows=_plot_rows(oracle),
+                                title="Best-of-N, ClaimTrees-BoN, rule oracle")
+    parts = [bon_markdown(oracle), _bon_reading(oracle), f"![accuracy against N, rule oracle]({_rel(figure)})"]
+    committed = [(path, data) for path, data in runs if _is_bon_result(data)]
+    for path, data in committed:
+        figure = plot_accuracy_vs_n(data, FIGURES / f"{path.stem}.png", rows=_plot_rows(data),
+                                    title=f"Best-of-N, {data['task']['name']}, {data['backbone']}")
+        seconds = ", ".join(f"{m} {v['seconds']:.0f} s for {v['scored']} chains" for m, v in data["stats"].items()
+                            if "seconds" in v)
+        parts += [f"From `{_rel(path)}` (scoring: {seconds}):", bon_markdown(data), _bon_reading(data),
+                  f"![accuracy against N, {data['backbone']}]({_rel(figure)})"]
+    if not committed:
+        parts.append(f"The recipe set with the default head is pending: `{BON_RECIPES_COMMAND}`.")
+    return "\n\n".join(parts)
+
+
 def real_backbone_section(runs: Sequence[tuple[Path, dict[str, Any]]]) -> str:
-    """The committed real-backbone runs: one runner table per file (perf files as perf tables), or a pending note."""
+    """The committed real-backbone runs: one runner table per file (perf files as perf tables), or a pending note;
+    best-of-N runs are section 8's."""
+    runs = [(path, data) for path, data in runs if not _is_bon_result(data)]
     if not runs:
         return "No real-backbone results are committed yet (`eval/results/real/` is empty): pending."
     parts = []
     for path, data in runs:
-        rel = _rel(path) if path.resolve().is_relative_to(REPO) else path.as_posix()
+        rel = _rel(path)
         if _is_runner_result(data):
             parts.append(f"From `{rel}`:\n\n" + results_markdown(data))
         elif "rows" in data and "premise_selection" in data:  # eval.bench_cost --json
@@ -319,6 +377,7 @@ def build(args: argparse.Namespace) -> str:
         eff_table=efficiency_table(compat, p95), perf=perf_section(args.repeats),
         cost=cost_section(FIGURES / "cost_vs_length_oracle.png"), fig_cost=_rel(FIGURES / "cost_vs_length_oracle.png"),
         pending_table=pend_table, prm_skipped=skipped, real_section=real_backbone_section(real),
+        bon_section=bon_section(cache, progress, real), bon_recipes_command=BON_RECIPES_COMMAND,
     )
 
 

@@ -162,3 +162,22 @@ def test_cli_eval_bon_on_a_generated_set_with_the_oracle(tmp_path, capsys):
     assert results["n_values"] == [1, 2, 4] and results["task"]["num_problems"] == 20
     assert results["rows"]["ares | weighted"]["4"][0] == pytest.approx(results["rows"]["pass@N"]["4"][0])
     assert "ares" in capsys.readouterr().out
+
+
+def test_results_doc_renders_the_oracle_table_and_committed_bon_runs(tmp_path, monkeypatch):
+    import eval.make_results as make_results
+    from ares_rerank.evaluation import ScoreCache
+
+    monkeypatch.setattr(make_results, "FIGURES", tmp_path / "figures")
+    (tmp_path / "figures").mkdir()
+    task = load_bon_generated("claimtrees", n=10, candidates=4, seed=1)
+    committed = evaluate_bon(task, ClaimTreesOracle(), ["ares"], backbone_name="some-head", progress=False)
+    (tmp_path / "bon_run.json").write_text(json.dumps(committed))
+    runs = make_results.real_runs(tmp_path)
+    text = make_results.bon_section(ScoreCache(tmp_path / "cache"), False, runs)
+    assert "**ClaimTrees-BoN**: 200 problems, N up to 16" in text and "backbone `some-head`" in text
+    assert text.count("| ares | weighted |") == 2 and "At N = 4 pass@N is" in text
+    assert (tmp_path / "figures" / "bon_claimtrees_oracle.png").exists()
+    assert (tmp_path / "figures" / "bon_run.png").exists()
+    assert "pending" in make_results.real_backbone_section(runs)  # a best-of-N file is section 8's, not section 7's
+    assert "is pending" in make_results.bon_section(ScoreCache(tmp_path / "cache"), False, [])

@@ -29,11 +29,13 @@ __all__ = [
     "add_backbone_arguments",
     "add_chain_text_arguments",
     "add_config_arguments",
+    "add_dataclass_arguments",
     "add_io_arguments",
     "add_run_arguments",
     "backbone_from_args",
     "backbone_options",
     "config_from_args",
+    "dataclass_from_args",
     "input_path",
     "keep_partial_on_failure",
     "open_results",
@@ -66,14 +68,25 @@ def add_config_arguments(parser: argparse.ArgumentParser, exclude: Sequence[str]
     """
     from ..config import AresConfig
 
-    hints = typing.get_type_hints(AresConfig)
-    group = parser.add_argument_group("ARES estimator (AresConfig fields)")
-    for field in dataclasses.fields(AresConfig):
+    add_dataclass_arguments(parser, AresConfig, "ARES estimator (AresConfig fields)", exclude)
+
+
+def add_dataclass_arguments(
+    parser: argparse.ArgumentParser, cls: type, title: str, exclude: Sequence[str] = ()
+) -> None:
+    """One flag per field of the dataclass ``cls`` (``max_batch`` -> ``--max-batch``), in a group named ``title``,
+    with the field's ``metadata["help"]`` and default; its other metadata (``choices``, ``nargs``) goes to argparse.
+    :func:`dataclass_from_args` builds the instance back."""
+    hints = typing.get_type_hints(cls)
+    group = parser.add_argument_group(title)
+    for field in dataclasses.fields(cls):
         if field.name in exclude:
             continue
         kind, extra = _argparse_type(hints[field.name])
         extra.update({k: v for k, v in field.metadata.items() if k != "help"})
-        default = None if field.default is dataclasses.MISSING else field.default
+        default = field.default
+        if default is dataclasses.MISSING:
+            default = None if field.default_factory is dataclasses.MISSING else field.default_factory()
         text = field.metadata.get("help", "").replace("%", "%%")  # argparse %-formats help ("25% fewer" broke it)
         group.add_argument(_flag(field.name), dest=field.name, type=kind, default=default,
                            help=f"{text} (default: {default})", **extra)
@@ -83,8 +96,13 @@ def config_from_args(args: argparse.Namespace) -> Any:
     """The :class:`AresConfig` of parsed options (fields a command did not add keep their defaults)."""
     from ..config import AresConfig
 
-    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(AresConfig) if hasattr(args, f.name)}
-    return AresConfig(**given)
+    return dataclass_from_args(AresConfig, args)
+
+
+def dataclass_from_args(cls: type, args: argparse.Namespace) -> Any:
+    """The dataclass ``cls`` built from parsed options (:func:`add_dataclass_arguments`); fields without a flag keep
+    their defaults, and ``__post_init__`` checks the values."""
+    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)})
 
 
 def add_backbone_arguments(parser: argparse.ArgumentParser, default: str = "default") -> None:

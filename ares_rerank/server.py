@@ -1,0 +1,483 @@
+"""An ARES reward server for distributed RL (``ares-rerank serve``): ``POST /get_reward`` in OpenRLHF's remote reward
+protocol (:mod:`ares_rerank.openrlhf`: queries and prompts in; ``rewards``, ``scores``, ``extra_logs`` out) and
+``GET /health``.
+
+Requests from many clients are scored together (:class:`~ares_rerank.batching.RewardBatcher`: up to ``max_batch``
+completions per reranker call, waiting at most ``max_wait_ms`` for more), and each gets exactly its own results.
+A response that cannot be scored gets ``unscorable_value`` (default 0.0, since OpenRLHF needs a float).
+
+Bounds (:class:`ServeConfig`; docs/RELIABILITY.md): the queue (``max_queue`` completions waiting; a request that does
+not fit is answered 503 with ``Retry-After``), a request body (``max_body_bytes``: a larger ``Content-Length`` is
+refused with 413 unread; a chunked body is read only up to the limit), completions per request (``max_items``,
+413), connections served at once (``max_connections``, 503) and time (``read_timeout`` for a request to arrive, 408).
+Every error is JSON, ``{"error": "..."}``, naming the field, the value and the fix; never a traceback (it is logged).
+:meth:`RewardServer.stop` (SIGTERM / Ctrl-C in ``ares-rerank serve``) stops accepting, answers every request in
+flight or queued, then returns.
+
+No authentication: the server listens on 127.0.0.1 unless told otherwise; put it behind a tunnel or a proxy to expose
+it. Standard library only (``http.server``).
+
+Example:
+    >>> with RewardServer(AresReranker(backbone), ServeConfig(port=0)) as server:  # doctest: +SKIP
+    ...     print(server.url + "/get_reward")  # OpenRLHF's --remote_rm_url
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+from .batching import BatcherClosed, QueueFull, RewardBatcher
+from .config import is_finite_number, is_int
+from .openrlhf import (
+    DEFAULT_END_MARKERS,
+    REWARD_PATH,
+    RequestError,
+    parse_reward_request,
+    reward_answer,
+    strip_end_markers,
+)
+
+
+__all__ = ["HEALTH_PATH", "RewardServer", "ServeConfig"]
+
+logger = logging.getLogger(__name__)
+
+HEALTH_PATH = "/health"
+_ROUTES = {REWARD_PATH: "POST", HEALTH_PATH: "GET"}
+_REFUSED_GRACE = 0.5  # seconds a refused connection stays open, unread, so its client can read the answer
+
+
+@dataclass
+class ServeConfig:
+    """Settings of :class:`RewardServer` (the ``ares-rerank serve`` flags)."""
+
+    host: str = field(default="127.0.0.1", metadata={
+        "help": "Address to listen on; 127.0.0.1 (default) serves this machine only. The server has no "
+                "authentication: expose it through a tunnel or a proxy."})
+    port: int = field(default=5000, metadata={"help": "Port to listen on; 0 picks a free one (printed at start)."})
+    max_batch: int = field(default=64, metadata={
+        "help": "Completions scored together in one reranker call, across requests."})
+    max_wait_ms: float = field(default=10.0, metadata={
+        "help": "Milliseconds to wait for more requests once one is queued, to fill a batch."})
+    max_queue: int = field(default=8192, metadata={
+        "help": "Completions that may wait to be scored; a request that does not fit gets 503 with Retry-After."})
+    max_items: int = field(default=4096, metadata={
+        "help": "Queries in one request (413 beyond); at most --max-queue."})
+    max_body_bytes: int = field(default=32 * 2**20, metadata={
+        "help": "Bytes in one request body (413 beyond, refused before reading a larger Content-Length)."})
+    max_connections: int = field(default=512, metadata={
+        "help": "Connections served at once (503 beyond). Bodies held in memory: at most this x --max-body-bytes."})
+    read_timeout: float = field(default=60.0, metadata={
+        "help": "Seconds a request (line, headers and body) may take to arrive, and a kept-alive connection may "
+                "idle (408 / closed beyond)."})
+    unscorable_value: float = field(default=0.0, metadata={
+        "help": "Reward and score of a response that cannot be scored (empty, blank, a backbone error on it); "
+                "must be finite, since OpenRLHF needs a float."})
+    end_markers: list[str] = field(default_factory=lambda: list(DEFAULT_END_MARKERS), metadata={
+        "nargs": "*", "help": "Text removed (repeatedly, with whitespace) from the end of each response before "
+                              "scoring: the end-of-sequence markers a decoded query keeps. Give none to keep all."})
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.host, str) or not self.host.strip():
+            raise ValueError(f"host={self.host!r} (--host) must be an address, e.g. 127.0.0.1.")
+        if not is_int(self.port) or not 0 <= self.port <= 65535:
+            raise ValueError(f"port={self.port!r} (--port) must be an integer in [0, 65535] (0 picks a free one).")
+        for name in ("max_batch", "max_queue", "max_items", "max_body_bytes", "max_connections"):
+            value = getattr(self, name)
+            if not is_int(value) or value < 1:
+                raise ValueError(f"{name}={value!r} (--{name.replace('_', '-')}) must be a positive integer.")
+        if self.max_items > self.max_queue:
+            raise ValueError(f"max_items={self.max_items} (--max-items) is above max_queue={self.max_queue} "
+                             "(--max-queue): such a request could never be queued; lower --max-items or raise "
+                             "--max-queue.")
+        if not is_finite_number(self.max_wait_ms) or self.max_wait_ms < 0:
+            raise ValueError(f"max_wait_ms={self.max_wait_ms!r} (--max-wait-ms) must be a finite number >= 0.")
+        if not is_finite_number(self.read_timeout) or self.read_timeout <= 0:
+            raise ValueError(f"read_timeout={self.read_timeout!r} (--read-timeout) must be a finite number of "
+                             "seconds > 0, e.g. 60.")
+        if not is_finite_number(self.unscorable_value):
+            raise ValueError(f"unscorable_value={self.unscorable_value!r} (--unscorable-value) must be a finite "
+                             "number: OpenRLHF turns every reward into a tensor; e.g. 0.0.")
+        if isinstance(self.end_markers, str) or not all(isinstance(m, str) for m in self.end_markers):
+            raise ValueError(f"end_markers={self.end_markers!r} (--end-markers) must be a list of strings.")
+        self.end_markers = [m for m in self.end_markers if m]
+
+
+# -- the server ---------------------------------------------------------------------------------------------------
+class RewardServer:
+    """Serve ARES rewards over HTTP (OpenRLHF's ``POST /get_reward``, and ``GET /health``); see the module docstring.
+
+    The socket is bound when the server is built (so ``port=0`` has its real port in :attr:`port`); :meth:`start`
+    serves in a background thread; :meth:`stop` drains and stops. Also a context manager (start / stop).
+
+    Args:
+        reranker: The :class:`~ares_rerank.rerank.AresReranker` to score with; only the server's batcher uses it
+            while the server runs.
+        config: The bounds and settings (:class:`ServeConfig`; default ``ServeConfig()``).
+    """
+
+    def __init__(self, reranker: Any, config: ServeConfig | None = None) -> None:
+        self.config = config if config is not None else ServeConfig()
+        self.reranker = reranker
+        self.threshold = float(reranker.config.threshold)
+        self.answered = 0  # requests answered with rewards
+        self._lock = threading.Condition()
+        self._connections: set[socket.socket] = set()
+        self._busy: set[socket.socket] = set()
+        self._draining = False
+        self._thread: threading.Thread | None = None
+        self._httpd = _HTTPServer(self, (self.config.host, self.config.port))
+        self.host, self.port = self._httpd.server_address[:2]
+        self.batcher = RewardBatcher(reranker, max_batch=self.config.max_batch,
+                                     max_wait=self.config.max_wait_ms / 1000, max_queue=self.config.max_queue)
+
+    @property
+    def url(self) -> str:
+        """The server root, e.g. ``http://127.0.0.1:5000`` (OpenRLHF's ``--remote_rm_url`` is this plus
+        ``/get_reward``)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def __repr__(self) -> str:
+        return f"RewardServer({self.url}, {self.reranker!r})"
+
+    def __enter__(self) -> RewardServer:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def start(self) -> RewardServer:
+        """Serve in a background thread; returns ``self``."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
+                                            name="ares-reward-server", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop accepting connections, answer every request in flight or queued, close idle kept-alive connections,
+        then stop the batcher. Requests that arrive on open connections meanwhile get 503. Idempotent."""
+        with self._lock:
+            if self._draining:
+                return
+            self._draining = True
+        if self._thread is not None:
+            self._httpd.shutdown()  # the accept loop ends
+        self._httpd.server_close()  # new connections are refused
+        with self._lock:
+            for conn in self._connections - self._busy:  # idle between requests: wake their reads with EOF
+                _shutdown(conn)
+            while self._busy:
+                self._lock.wait()
+        self.batcher.close()
+
+    @property
+    def draining(self) -> bool:
+        """Whether :meth:`stop` has begun: no new connection or request is taken."""
+        return self._draining
+
+    def health(self) -> dict[str, Any]:
+        """What ``GET /health`` answers: ``status`` (``ok`` / ``draining``), ``queued`` completions, requests
+        ``in_flight`` (the asking one included), open ``connections``, requests ``answered``, reranker ``batches``."""
+        return {"status": "draining" if self._draining else "ok", "queued": self.batcher.queued,
+                "in_flight": len(self._busy), "connections": len(self._connections), "answered": self.answered,
+                "batches": self.batcher.batches, "max_queue": self.config.max_queue}
+
+    # -- used by the HTTP layer ----------------------------------------------------------------------------------
+    def admit(self, conn: socket.socket) -> bool:
+        """Register a new connection; ``False`` when ``max_connections`` are open (it is refused)."""
+        with self._lock:
+            if len(self._connections) >= self.config.max_connections or self._draining:
+                return False
+            self._connections.add(conn)
+            return True
+
+    def release(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._connections.discard(conn)
+            self._busy.discard(conn)
+            self._lock.notify_all()
+
+    def begin(self, conn: socket.socket) -> bool:
+        """A request started on ``conn``; ``False`` when draining (it is answered 503)."""
+        with self._lock:
+            self._busy.add(conn)
+            return not self._draining
+
+    def end(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._busy.discard(conn)
+            self._lock.notify_all()
+
+    def rewards(self, payload: Any) -> dict[str, Any]:
+        """Score one ``/get_reward`` body (blocking until its batch is scored); :class:`RequestError` when refused."""
+        prompts, responses = parse_reward_request(payload, self.config.max_items)
+        responses = [strip_end_markers(text, self.config.end_markers) for text in responses]
+        try:
+            future = self.batcher.submit(prompts, responses)
+        except QueueFull as err:
+            raise RequestError(503, f"{err} Retry after 1 s, or give the server a larger --max-queue (or more "
+                                    "servers).", {"Retry-After": "1"}) from None
+        except BatcherClosed:
+            raise RequestError(503, "the server is shutting down: send this request to another one.",
+                               {"Retry-After": "1"}) from None
+        try:
+            records = future.result()
+        except Exception as err:  # noqa: BLE001 -- the scoring failed for the whole batch: a 500, the server lives on
+            raise RequestError(500, f"scoring failed: {type(err).__name__}: {err}") from None
+        answer = reward_answer(records, responses, self.threshold, self.config.unscorable_value)
+        with self._lock:
+            self.answered += 1
+        return answer
+
+
+def _encode(answer: dict[str, Any]) -> bytes:
+    return json.dumps(answer, allow_nan=False).encode("utf-8")  # a NaN would be invalid JSON: an error instead
+
+
+def _shutdown(conn: socket.socket) -> None:
+    try:
+        conn.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed by the peer
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    """One thread per connection, at most ``max_connections`` at once (the rest get 503 and are closed)."""
+
+    daemon_threads = True  # RewardServer.stop waits for the requests themselves, not for idle threads
+    request_queue_size = 128
+
+    def __init__(self, app: RewardServer, address: tuple[str, int]) -> None:
+        self.app = app
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        try:
+            super().__init__(address, _Handler)
+        except OSError as err:
+            raise ValueError(f"cannot listen on {address[0]}:{address[1]} ({err.strerror or err}): pick another "
+                             "--port (0 picks a free one), or stop what is using it.") from None
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if self.app.admit(request):
+            super().process_request(request, client_address)
+            return
+        body = json.dumps({"error": f"too many connections (max_connections={self.app.config.max_connections}, "
+                                    "--max-connections): retry after 1 s."}).encode()
+        head = (f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {len(body)}"
+                "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n").encode()
+        try:
+            request.settimeout(1.0)
+            request.sendall(head + body)
+        except OSError:
+            pass  # the client went away
+        self.shutdown_request(request)
+
+    def shutdown_request(self, request: Any) -> None:
+        self.app.release(request)
+        super().shutdown_request(request)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """The HTTP layer of :class:`RewardServer`: reads a bounded body, routes, answers JSON."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "ares-rerank"
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        self.timeout = self.server.app.config.read_timeout  # reading the request line and headers, and idling
+        super().setup()
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 -- BaseHTTPRequestHandler's signature
+        logger.debug("%s %s", self.address_string(), format % args)
+
+    def parse_request(self) -> bool:
+        self._accepted = self.server.app.begin(self.connection)  # busy from the request line on
+        return super().parse_request()
+
+    def handle_one_request(self) -> None:
+        try:
+            super().handle_one_request()
+        finally:
+            self.server.app.end(self.connection)
+            try:
+                self.connection.settimeout(self.timeout)  # reading a body set a shorter one
+            except OSError:
+                pass
+
+    def handle_expect_100(self) -> bool:
+        """``Expect: 100-continue``: refuse an oversized ``Content-Length`` before the client sends the body."""
+        try:
+            self._content_length()
+        except RequestError as err:
+            self._send(err.status, _encode({"error": err.message}), err.headers, close=True)
+            return False
+        return super().handle_expect_100()
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own errors (a malformed request line, headers too long, an unknown method) as JSON."""
+        text = message or self.responses.get(code, ("error",))[0]
+        self._send(code, _encode({"error": f"{text}{': ' + explain if explain else ''}"}), close=True)
+
+    def _any_method(self) -> None:
+        self._dispatch(self.command)
+
+    # every method answers (a wrong one with 405 naming the right one); others get http.server's 501, as JSON
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _any_method
+
+    def _dispatch(self, method: str) -> None:
+        app = self.server.app
+        headers: dict[str, str] = {}
+        try:
+            status, data = 200, _encode(self._route(method))
+        except RequestError as err:
+            status, data, headers = err.status, _encode({"error": err.message}), err.headers
+        except Exception as err:  # noqa: BLE001 -- a bug of ours: logged here, one JSON line to the client
+            logger.exception("%s %s failed", method, self.path)
+            status, data = 500, _encode({"error": f"internal error: {type(err).__name__}: {err}"})
+        self._send(status, data, headers, close=status >= 400 or app.draining)
+        if status >= 400 and self._body_unread and self._has_body():
+            self._linger()
+
+    def _route(self, method: str) -> dict[str, Any]:
+        self._body_unread = True
+        if not self._accepted:
+            raise RequestError(503, "the server is shutting down: send this request to another one.",
+                               {"Retry-After": "1"})
+        path = urlsplit(self.path).path
+        allowed = _ROUTES.get(path)
+        if allowed is None:
+            raise RequestError(404, f"no such path {path!r}: POST {REWARD_PATH} (OpenRLHF's --remote_rm_url "
+                                    f"http://host:port{REWARD_PATH}) or GET {HEALTH_PATH}.")
+        if method != allowed:
+            raise RequestError(405, f"{method} {path} is not allowed: use {allowed} {path}.", {"Allow": allowed})
+        if path == HEALTH_PATH:
+            return self.server.app.health()
+        body = self._read_body()
+        self._body_unread = False
+        try:
+            payload = json.loads(body)
+        except (ValueError, RecursionError) as err:  # bad JSON, bad UTF-8, a huge integer, nesting too deep
+            raise RequestError(400, f"the body is not JSON ({type(err).__name__}: {str(err)[:200]}): send "
+                                    '{"query": [...], "prompts": [...], "labels": [...]} as UTF-8 JSON.') from None
+        return self.server.app.rewards(payload)
+
+    # -- bounded reading ---------------------------------------------------------------------------------------
+    def _has_body(self) -> bool:
+        return self.headers.get("Content-Length", "0").strip() not in ("", "0") or "Transfer-Encoding" in self.headers
+
+    def _content_length(self) -> int | None:
+        """The declared body size (``None`` for a chunked body), checked against ``max_body_bytes``."""
+        limit = self.server.app.config.max_body_bytes
+        encoding = self.headers.get("Transfer-Encoding")
+        if encoding is not None:
+            if encoding.strip().lower() != "chunked":
+                raise RequestError(501, f"Transfer-Encoding: {encoding!r} is not supported: send the body with a "
+                                        "Content-Length, or chunked.")
+            return None
+        raw = self.headers.get("Content-Length")
+        if raw is None:
+            raise RequestError(411, "no Content-Length: send the body's length, or send it chunked.")
+        if not raw.strip().isdigit():
+            raise RequestError(400, f"Content-Length: {raw!r} is not a byte count.")
+        length = int(raw)
+        if length > limit:
+            raise RequestError(413, f"the body has {length} bytes, more than max_body_bytes={limit} "
+                                    "(--max-body-bytes): split the batch into smaller requests.")
+        return length
+
+    def _read_body(self) -> bytes:
+        length = self._content_length()
+        deadline = time.monotonic() + self.server.app.config.read_timeout
+        if length is not None:
+            return self._read_exact(length, deadline)
+        return self._read_chunked(deadline)
+
+    def _read_chunked(self, deadline: float) -> bytes:
+        limit, body = self.server.app.config.max_body_bytes, bytearray()
+        while True:
+            line = self._read_line(deadline)
+            try:
+                size = int(line.split(b";")[0].strip(), 16)
+            except ValueError:
+                raise RequestError(400, f"a bad chunk size line {bytes(line[:40])!r} in the chunked body.") from None
+            if size == 0:
+                for _ in range(100):  # the trailer, up to a blank line
+                    if not self._read_line(deadline).strip():
+                        return bytes(body)
+                raise RequestError(400, "the chunked body's trailer does not end.")
+            if len(body) + size > limit:
+                raise RequestError(413, f"the chunked body passes max_body_bytes={limit} (--max-body-bytes): split "
+                                        "the batch into smaller requests.")
+            body += self._read_exact(size, deadline)
+            self._read_line(deadline)  # the CRLF after the chunk
+
+    def _read_line(self, deadline: float) -> bytes:
+        self._wait_until(deadline)
+        try:
+            line = self.rfile.readline(1024)
+        except TimeoutError:
+            raise self._too_slow() from None
+        if not line:
+            raise RequestError(400, "the connection closed before the body ended.")
+        return line
+
+    def _read_exact(self, size: int, deadline: float) -> bytes:
+        data = bytearray()
+        while len(data) < size:
+            self._wait_until(deadline)
+            try:
+                chunk = self.rfile.read1(min(size - len(data), 1 << 16))
+            except TimeoutError:
+                raise self._too_slow() from None
+            if not chunk:
+                raise RequestError(400, f"the connection closed after {len(data)} of {size} body bytes.")
+            data += chunk
+        return bytes(data)
+
+    def _wait_until(self, deadline: float) -> None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise self._too_slow()
+        self.connection.settimeout(left)
+
+    def _too_slow(self) -> RequestError:
+        limit = self.server.app.config.read_timeout
+        return RequestError(408, f"the request did not arrive within read_timeout={limit:g} s (--read-timeout): "
+                                 "send the whole body at once.")
+
+    # -- answering -----------------------------------------------------------------------------------------------
+    def _send(self, status: int, data: bytes, headers: dict[str, str] | None = None, close: bool = False) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            if close:
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+            self.wfile.flush()
+        except OSError:
+            self.close_connection = True  # the client went away: nothing to answer
+
+    def _linger(self) -> None:
+        """After refusing a body unread: send our FIN, keep the socket open a moment without reading more, so the
+        client can read the answer before the close resets the connection."""
+        try:
+            self.connection.shutdown(socket.SHUT_WR)
+        except OSError:
+            return
+        time.sleep(_REFUSED_GRACE)

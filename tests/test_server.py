@@ -1,0 +1,430 @@
+"""The ARES reward server (``ares-rerank serve``, OpenRLHF's ``POST /get_reward``): concurrent clients get exactly
+their own rewards, equal to ``AresReward``'s; requests are batched across clients; every bound (queue, body size,
+items, connections, time) answers a JSON error and the server keeps running; SIGTERM / Ctrl-C answer the requests in
+flight and exit 0.
+
+Servers run in-process on 127.0.0.1 with deterministic fake backbones, except the signal tests, which run the real
+command as a subprocess. Timeouts are hang guards only: nothing asserts how long anything took.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from ares_rerank import AresReranker, ClaimTreesOracle, FunctionBackbone
+from ares_rerank.cli import main
+from ares_rerank.rewards import AresReward
+from ares_rerank.openrlhf import strip_end_markers
+from ares_rerank.server import RewardServer, ServeConfig
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MiB = 2**20
+GUARD = 30  # seconds: hang guard for every socket and wait
+
+
+def hashed(premises: list[list[str]], hypotheses: list[str]) -> list[float]:
+    """A deterministic 'probability' per (premises, hypothesis); raises on a hypothesis containing BOOM."""
+    out = []
+    for p, h in zip(premises, hypotheses):
+        if "BOOM" in h:
+            raise RuntimeError("the backbone failed on this step")
+        digest = hashlib.sha256(("\x01".join(p) + "\x02" + h).encode("utf-8", "surrogatepass")).digest()
+        out.append(0.05 + 0.9 * int.from_bytes(digest[:4], "big") / 2**32)
+    return out
+
+
+def make_reranker(fn=hashed) -> AresReranker:
+    return AresReranker(FunctionBackbone(fn, name="hashed"), step_separator="\n\n")
+
+
+class Gate:
+    """A backbone function that blocks every call until ``release()``; ``entered`` is set by the first call."""
+
+    def __init__(self) -> None:
+        self.entered, self.open = threading.Event(), threading.Event()
+
+    def __call__(self, premises, hypotheses):
+        self.entered.set()
+        assert self.open.wait(GUARD), "the test never released the gate"
+        return hashed(premises, hypotheses)
+
+    def release(self) -> None:
+        self.open.set()
+
+
+def post(server: RewardServer, body, path: str = "/get_reward", method: str = "POST", headers: dict | None = None):
+    """(status, headers, decoded JSON) of one request on a new connection."""
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=GUARD)
+    try:
+        data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+        conn.request(method, path, data, {"Content-Type": "application/json", **(headers or {})})
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), json.loads(response.read())
+    finally:
+        conn.close()
+
+
+def health(server: RewardServer) -> dict:
+    return post(server, None, "/health", "GET")[2]
+
+
+def wait_for(predicate, what: str) -> None:
+    event = threading.Event()
+    for _ in range(GUARD * 100):
+        if predicate():
+            return
+        event.wait(0.01)
+    raise AssertionError(f"hang guard: {what} did not happen within {GUARD} s")
+
+
+def raw_response(sock: socket.socket) -> tuple[int, dict, dict]:
+    """Read one HTTP response from a raw socket."""
+    response = http.client.HTTPResponse(sock)
+    response.begin()
+    return response.status, dict(response.getheaders()), json.loads(response.read())
+
+
+# -- correctness under concurrency --------------------------------------------------------------------------------
+def _request(rid: int, rng: random.Random) -> tuple[list[str], list[str], list[str]]:
+    """A request's prompts, queries (as OpenRLHF decodes them) and the clean responses AresReward should score."""
+    prompts, queries, clean = [], [], []
+    for j in range(rng.randint(1, 4)):
+        prompt = f"<|im_start|>user\nProblem {rid}.{j}: we have {rng.choice(['a', 'b', 'c'])}.<|im_end|>\n"
+        kind = rng.random()
+        if kind < 0.1:
+            response = rng.choice(["", "   ", "\n\n"])  # unscorable: no step
+        elif kind < 0.15:
+            response = f"we use {rid}.\n\nBOOM {j}"  # the backbone raises on it: unscorable
+        else:
+            steps = [f"step {k} of {rid}.{j} uses {rng.choice(['a', 'b', 'c', 'd'])}" for k in range(rng.randint(1, 4))]
+            response = " " + "\n\n".join(steps)
+        marker = rng.choice(["", "", "<|im_end|>", "<|im_end|>\n<|endoftext|>"])
+        prompts.append(prompt)
+        queries.append(prompt + response + marker)
+        clean.append(response)
+    return prompts, queries, clean
+
+
+@pytest.mark.timeout(300)
+def test_eight_concurrent_clients_get_exactly_their_own_rewards_equal_to_ares_reward():
+    rng = random.Random(7)
+    clients, per_client = 8, 100
+    requests = {(c, i): _request(c * per_client + i, rng) for c in range(clients) for i in range(per_client)}
+    reranker = make_reranker()
+    # What AresReward gives on the same (prompt, clean response) pairs, computed before the server runs.
+    flat_prompts = [p for prompts, _, _ in requests.values() for p in prompts]
+    flat_clean = [r for _, _, clean in requests.values() for r in clean]
+    logged: dict = {}
+    reward = AresReward(reranker, unscorable_value=0.0)
+    flat_expected = reward(flat_prompts, flat_clean, log_extra=lambda key, values: logged.update({key: values}))
+    scorable = [n is not None for n in logged["ares_final/num_steps"]]  # None where AresReward could not score
+    expected, start = {}, 0
+    for key, (prompts, _, _) in requests.items():
+        expected[key] = (flat_expected[start:start + len(prompts)], scorable[start:start + len(prompts)])
+        start += len(prompts)
+    assert 0 < sum(scorable) < len(scorable)  # both kinds are exercised
+
+    answers: dict = {}
+    lock = threading.Lock()
+
+    def client(c: int, server: RewardServer) -> None:
+        conn = http.client.HTTPConnection(server.host, server.port, timeout=GUARD)  # kept alive across requests
+        for i in range(per_client):
+            prompts, queries, _ = requests[(c, i)]
+            body = json.dumps({"query": queries, "prompts": prompts, "labels": [None] * len(prompts)})
+            conn.request("POST", "/get_reward", body, {"Content-Type": "application/json"})
+            response = conn.getresponse()
+            answer = (response.status, json.loads(response.read()))
+            with lock:
+                assert (c, i) not in answers
+                answers[(c, i)] = answer
+        conn.close()
+
+    with RewardServer(reranker, ServeConfig(port=0, max_batch=32, max_wait_ms=5)) as server:
+        threads = [threading.Thread(target=client, args=(c, server)) for c in range(clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(GUARD * 8)
+        assert not any(thread.is_alive() for thread in threads), "hang guard: a client never finished"
+        assert server.answered == clients * per_client
+
+    assert sorted(answers) == sorted(requests)  # none lost, none duplicated (checked on insert)
+    for key, (status, answer) in answers.items():
+        rewards, scored = expected[key]
+        assert status == 200, answer
+        assert answer["rewards"] == rewards, key
+        assert answer["scores"] == rewards
+        logs = answer["extra_logs"]
+        assert set(logs) == {"ares_scored", "ares_num_steps", "ares_first_error", "ares_flagged_frac"}
+        assert all(len(values) == len(rewards) for values in logs.values())
+        assert logs["ares_scored"] == [int(s) for s in scored]
+        assert [len(s) for s in answer["step_scores"]] == logs["ares_num_steps"]
+        assert [len(e) for e in answer["step_ends"]] == logs["ares_num_steps"]
+
+
+def test_requests_queued_together_are_scored_in_one_reranker_call():
+    gate = Gate()
+    reranker = make_reranker(gate)
+    prompts = [f"we have {x}." for x in "abcde"]
+    responses = [f" so {x}\n\nthen {x} again" for x in "abcde"]
+    expected = AresReward(make_reranker(), unscorable_value=0.0)(prompts, responses)
+    results: dict = {}
+
+    def send(i: int, server: RewardServer) -> None:
+        results[i] = post(server, {"query": [prompts[i] + responses[i]], "prompts": [prompts[i]]})
+
+    with RewardServer(reranker, ServeConfig(port=0, max_batch=64, max_wait_ms=0)) as server:
+        first = threading.Thread(target=send, args=(0, server))
+        first.start()
+        assert gate.entered.wait(GUARD)  # request 0 is being scored, alone
+        rest = [threading.Thread(target=send, args=(i, server)) for i in range(1, 5)]
+        for thread in rest:
+            thread.start()
+        wait_for(lambda: health(server)["queued"] == 4, "four requests queued")
+        gate.release()
+        for thread in [first, *rest]:
+            thread.join(GUARD)
+        assert server.batcher.batches == 2  # request 0, then the four queued ones together
+    for i in range(5):
+        status, _, answer = results[i]
+        assert status == 200 and answer["rewards"] == [expected[i]]
+
+
+def test_a_full_queue_answers_503_with_retry_after_and_the_queued_requests_still_succeed():
+    gate = Gate()
+    config = ServeConfig(port=0, max_batch=1, max_wait_ms=0, max_queue=3, max_items=3)
+    body = {"query": ["p so x", "p so y"], "prompts": ["p", "p"]}
+    results: dict = {}
+    with RewardServer(make_reranker(gate), config) as server:
+        one = {"query": ["p a"], "prompts": ["p"]}
+        first = threading.Thread(target=lambda: results.setdefault(0, post(server, one)))
+        first.start()
+        assert gate.entered.wait(GUARD)
+        second = threading.Thread(target=lambda: results.setdefault(1, post(server, body)))
+        second.start()
+        wait_for(lambda: health(server)["queued"] == 2, "the second request queued")
+        status, headers, answer = post(server, body)  # 2 + 2 > max_queue=3
+        assert status == 503 and headers["Retry-After"] == "1"
+        assert "queue" in answer["error"] and "--max-queue" in answer["error"] and "Retry" in answer["error"]
+        gate.release()
+        first.join(GUARD)
+        second.join(GUARD)
+        assert results[0][0] == 200 and results[1][0] == 200
+        assert post(server, body)[0] == 200  # the retry succeeds
+
+
+def test_unscorable_responses_get_the_unscorable_value():
+    reranker = make_reranker()
+    with RewardServer(reranker, ServeConfig(port=0, unscorable_value=-1.0)) as server:
+        queries = ["p", "p   ", "p \ud800 lone surrogate", "p we go\n\nBOOM", "p so a"]
+        status, _, answer = post(server, {"query": queries, "prompts": ["p"] * 5})
+    assert status == 200
+    assert answer["rewards"][:4] == [-1.0] * 4 and 0.0 <= answer["rewards"][4] <= 1.0
+    assert answer["extra_logs"]["ares_scored"] == [0, 0, 0, 0, 1]
+
+
+def test_end_markers_are_stripped_from_the_end_only():
+    markers = ServeConfig().end_markers
+    assert strip_end_markers(" a\n\nb<|im_end|>\n<|endoftext|>", markers) == " a\n\nb"
+    assert strip_end_markers(" a <|im_end|> b ", markers) == " a <|im_end|> b "
+    assert strip_end_markers(" a</s>", []) == " a</s>"
+
+
+# -- bad requests -------------------------------------------------------------------------------------------------
+BAD = [
+    ("POST", "/get_reward", b"not json", 400, ["not JSON", '"query"']),
+    ("POST", "/get_reward", b'{"query": ["\xff"], "prompts": [""]}', 400, ["not JSON", "UTF-8"]),
+    ("POST", "/get_reward", b"[" * 100_000, 400, ["not JSON"]),
+    ("POST", "/get_reward", b"[1, 2]", 400, ["JSON array, not an object", "query"]),
+    ("POST", "/get_reward", {"prompts": ["a"]}, 400, ["'query' is missing"]),
+    ("POST", "/get_reward", {"query": "ab", "prompts": "a"}, 400, ["'query' is a string", "list"]),
+    ("POST", "/get_reward", {"query": [1], "prompts": ["a"]}, 400, ["'query[0]' is a JSON number", "text"]),
+    ("POST", "/get_reward", {"query": ["ab"]}, 400, ["'prompts' is missing", "one per query"]),
+    ("POST", "/get_reward", {"query": ["ab"], "prompts": ["a", "b"]}, 400, ["'prompts' has 2 entries for 1 queries"]),
+    ("POST", "/get_reward", {"query": ["hello world"], "prompts": ["help"]}, 400,
+     ["query[0] does not start with prompts[0]", "character 3", "'lo world'", "'p'", "exactly"]),
+    ("POST", "/get_reward", {"query": ["ab"], "prompts": ["a"], "labels": [1, 2]}, 400, ["'labels' is 2 entries"]),
+    ("POST", "/get_reward", {"query": ["a"] * 6, "prompts": ["a"] * 6}, 413, ["6 entries", "--max-items", "split"]),
+    ("GET", "/get_reward", None, 405, ["use POST /get_reward"]),
+    ("PUT", "/get_reward", {"query": []}, 405, ["use POST /get_reward"]),
+    ("POST", "/health", {}, 405, ["use GET /health"]),
+    ("GET", "/nope", None, 404, ["'/nope'", "/get_reward"]),
+]
+
+
+@pytest.mark.parametrize("method, path, body, status, needles", BAD)
+def test_bad_requests_get_a_json_error_naming_the_problem_and_the_server_keeps_running(method, path, body, status,
+                                                                                       needles):
+    with RewardServer(make_reranker(), ServeConfig(port=0, max_items=5)) as server:
+        got, headers, answer = post(server, body, path, method)
+        assert got == status, answer
+        assert set(answer) == {"error"} and "Traceback" not in answer["error"]
+        for needle in needles:
+            assert needle in answer["error"]
+        if status == 405:
+            assert headers["Allow"] in ("GET", "POST")
+        good = post(server, {"query": ["p so a"], "prompts": ["p"]})
+        assert good[0] == 200 and len(good[2]["rewards"]) == 1
+
+
+@pytest.mark.parametrize("head, status, needle", [
+    (b"POST /get_reward HTTP/1.1\r\nHost: x\r\n\r\n", 411, "Content-Length"),
+    (b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Length: ten\r\n\r\n", 400, "not a byte count"),
+    (b"POST /get_reward HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501, "chunked"),
+    (b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000000\r\n\r\n", 413, "--max-body-bytes"),
+    (b"POST /get_reward HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 1000000000000\r\n\r\n", 413,
+     "--max-body-bytes"),
+    (b"BREW /get_reward HTTP/1.1\r\nHost: x\r\n\r\n", 501, "BREW"),
+    (b"GET /health HTTP/1.1\r\n" + b"X-Pad: y\r\n" * 200 + b"\r\n", 431, "headers"),
+])
+def test_malformed_http_is_answered_in_json_before_any_body_is_read(head, status, needle):
+    with RewardServer(make_reranker(), ServeConfig(port=0, max_body_bytes=MiB)) as server:
+        with socket.create_connection((server.host, server.port), timeout=GUARD) as sock:
+            sock.sendall(head)  # no body follows: a server that waited for it would hit the hang guard
+            got, _, answer = raw_response(sock)
+        assert got == status and needle.lower() in answer["error"].lower(), answer
+        assert health(server)["status"] == "ok"
+
+
+def test_an_endless_chunked_body_is_read_only_up_to_the_limit_and_memory_stays_bounded():
+    cap = 256 * MiB  # the client gives up here: a server that kept reading would let it get this far
+    chunk = b"%x\r\n" % (64 * 1024) + b" " * (64 * 1024) + b"\r\n"
+    with RewardServer(make_reranker(), ServeConfig(port=0, max_body_bytes=MiB)) as server:
+        sock = socket.create_connection((server.host, server.port), timeout=GUARD)
+        sent, ended = [0], []
+
+        def pour() -> None:
+            try:
+                sock.sendall(b"POST /get_reward HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+                while sent[0] < cap:
+                    sock.sendall(chunk)
+                    sent[0] += len(chunk)
+                ended.append("cap")
+            except OSError as err:
+                ended.append(err)
+
+        tracemalloc.start()
+        try:
+            writer = threading.Thread(target=pour)
+            writer.start()
+            status, _, answer = raw_response(sock)
+            writer.join(GUARD)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+            sock.close()
+        assert status == 413 and "--max-body-bytes" in answer["error"]
+        assert ended and ended[0] != "cap", "the server kept reading past the limit"
+        assert peak < 4 * MiB, f"reading a body capped at 1 MiB allocated {peak / MiB:.1f} MiB at peak"
+        assert health(server)["status"] == "ok"
+
+
+def test_a_slow_client_gets_408_and_its_connection_is_closed():
+    with RewardServer(make_reranker(), ServeConfig(port=0, read_timeout=0.3)) as server:
+        with socket.create_connection((server.host, server.port), timeout=GUARD) as sock:
+            sock.sendall(b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"query\"")
+            status, headers, answer = raw_response(sock)
+        assert status == 408 and "--read-timeout" in answer["error"] and headers["Connection"] == "close"
+        with socket.create_connection((server.host, server.port), timeout=GUARD) as idle:
+            assert idle.recv(1) == b""  # an idle connection is closed after read_timeout too
+        assert health(server)["status"] == "ok"
+
+
+def test_connections_past_max_connections_get_503_and_are_served_once_one_closes():
+    with RewardServer(make_reranker(), ServeConfig(port=0, max_connections=2)) as server:
+        held = [socket.create_connection((server.host, server.port), timeout=GUARD) for _ in range(2)]
+        wait_for(lambda: server.health()["connections"] == 2, "two connections held")
+        with socket.create_connection((server.host, server.port), timeout=GUARD) as sock:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            status, headers, answer = raw_response(sock)
+        assert status == 503 and headers["Retry-After"] == "1" and "--max-connections" in answer["error"]
+        held.pop().close()
+        wait_for(lambda: server.health()["connections"] < 2, "a connection released")
+        assert post(server, {"query": ["p so a"], "prompts": ["p"]})[0] == 200
+        for sock in held:
+            sock.close()
+
+
+def test_settings_are_checked_before_the_backbone_loads(capsys):
+    assert main(["serve", "--backbone", "no-such-backbone", "--max-items", "10", "--max-queue", "5"]) == 2
+    err = capsys.readouterr().err
+    assert "--max-items" in err and "--max-queue" in err and "Traceback" not in err
+    assert main(["serve", "--backbone", "claimtrees-oracle", "--unscorable-value", "nan"]) == 2
+    assert "--unscorable-value" in capsys.readouterr().err
+    with RewardServer(make_reranker(), ServeConfig(port=0)) as server:
+        with pytest.raises(ValueError, match=f"cannot listen on 127.0.0.1:{server.port}.*--port"):
+            RewardServer(make_reranker(), ServeConfig(port=server.port))
+
+
+# -- the command, stopped by a signal under load ------------------------------------------------------------------
+CHAIN_PROMPT = ("I have A\nRule: A -> B (meaning that if I have A, I can derive B)\n"
+                "Rule: B -> C (meaning that if I have B, I can derive C)")
+CHAIN = ("I have A, I use rule (A -> B) to derive B, now I have B\n\n"
+         "I have B, I use rule (B -> C) to derive C, now I have C")
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_under_load_answers_every_request_in_flight_then_exits_0(signum):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT / "tests"), str(REPO_ROOT)]),
+           "ARES_TEST_SLEEP": "0.2"}
+    argv = [sys.executable, "-m", "ares_rerank.cli", "serve", "--backbone", "slow_backbone:SlowOracle", "--port", "0",
+            "--prompt-split", "lines", "--max-batch", "2", "--max-wait-ms", "0"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()  # the first line says where it listens
+        match = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        assert match, (line, proc.stderr.read() if proc.poll() is not None else "")
+        server = type("Address", (), {"host": "127.0.0.1", "port": int(match.group(1))})()
+        clients, results = 8, {}
+        queries = [CHAIN_PROMPT + "\n" + CHAIN, CHAIN_PROMPT + "\n" + CHAIN.split("\n\n")[1], CHAIN_PROMPT]
+        body = {"query": queries, "prompts": [CHAIN_PROMPT] * 3}
+
+        def send(i: int) -> None:
+            try:
+                results[i] = post(server, body)
+            except OSError as err:
+                results[i] = err
+
+        threads = [threading.Thread(target=send, args=(i,)) for i in range(clients)]
+        for thread in threads:
+            thread.start()
+        wait_for(lambda: health(server)["in_flight"] >= clients + 1, "every request in flight")  # + this one
+        proc.send_signal(signum)
+        for thread in threads:
+            thread.join(GUARD * 2)
+        code = proc.wait(GUARD * 2)
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reranker = AresReranker(ClaimTreesOracle(), prompt_split="lines")
+    responses = ["\n" + CHAIN, "\n" + CHAIN.split("\n\n")[1], ""]
+    expected = AresReward(reranker, unscorable_value=0.0)([CHAIN_PROMPT] * 3, responses)
+    assert expected[0] == 1.0 and expected[1] == 0.0  # a sound chain, and one that skips a step
+    assert code == 0, err
+    assert sorted(results) == list(range(clients))
+    for i in range(clients):
+        assert not isinstance(results[i], Exception), (results[i], err)
+        status, _, answer = results[i]
+        assert status == 200 and answer["rewards"] == expected, answer
+    assert f"stopped after answering {clients} requests" in err and "Traceback" not in err
+    with pytest.raises(OSError):  # nothing listens any more
+        socket.create_connection((server.host, server.port), timeout=GUARD).close()

@@ -140,7 +140,12 @@ def _named(chain_id: Any) -> str:
 def _has_text(text: str) -> bool:
     """Whether ``text`` holds a visible character: not only whitespace and format characters (zero-width space,
     joiners, byte-order marks)."""
-    return any(not c.isspace() and unicodedata.category(c) != "Cf" for c in text)
+    stripped = text.strip()
+    if not stripped:
+        return False
+    if unicodedata.category(stripped[0]) != "Cf":  # the common case, without a Python loop over the characters
+        return True
+    return any(not c.isspace() and unicodedata.category(c) != "Cf" for c in stripped)
 
 
 #: The longest claim a Chain takes, in characters (about 250k tokens, beyond any backbone's window).

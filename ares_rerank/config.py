@@ -21,6 +21,7 @@ from .chain import Chain
 
 __all__ = [
     "DEFAULT_MAX_SAMPLES",
+    "DEFAULT_MAX_STEPS",
     "MAX_MASKS",
     "MAX_SAMPLE_BYTES",
     "SAMPLE_ROW_BYTES",
@@ -38,6 +39,10 @@ _MODES = ("auto", "exact", "sample")
 MAX_MASKS = 65_536
 #: Default of ``AresConfig.max_evaluations``: distinct backbone evaluations ARES may ask for one chain.
 DEFAULT_MAX_EVALUATIONS = 20_000
+#: Default of ``AresConfig.max_steps``: steps per chain any method accepts. The estimator's working memory grows with
+#: steps x (claims + steps) and a baseline's premise lists with steps^2, so a chain is refused before either is
+#: allocated (a 100,000-step completion would take about 10 GB).
+DEFAULT_MAX_STEPS = 4096
 #: Default of ``AresConfig.max_samples``: trajectories per chain in sample mode (eps = 0.01 needs 26,492 at m = 10).
 DEFAULT_MAX_SAMPLES = 100_000
 #: Sample mode's memory may not exceed this many bytes: the ``(N, claims)`` boolean mask matrix and
@@ -97,6 +102,14 @@ class AresConfig:
                           "265 at m = 10 steps, 841 at m = 10^6). Memory: about N x (claims + 40) bytes."},
     )
 
+    max_steps: int | None = field(
+        default=DEFAULT_MAX_STEPS,
+        metadata={"help": "Refuse (ValueError; the reranker, rewards and filters: an unscorable completion) a chain "
+                          "of more steps than this, before any memory is taken: the estimator's working memory grows "
+                          "with steps x (claims + steps) (about 17 MB at 4,096 steps, 10 GB at 100,000). None = no "
+                          "limit."},
+    )
+
     max_evaluations: int | None = field(
         default=DEFAULT_MAX_EVALUATIONS,
         metadata={"help": "Refuse (ValueError) a chain once ARES has asked the backbone for more than this many "
@@ -150,6 +163,11 @@ class AresConfig:
                 f"AresConfig(max_evaluations={self.max_evaluations!r}) must be a positive integer (backbone "
                 f"evaluations per chain), e.g. {DEFAULT_MAX_EVALUATIONS}, or None for no limit."
             )
+        if self.max_steps is not None and (not is_int(self.max_steps) or self.max_steps < 1):
+            raise ValueError(
+                f"AresConfig(max_steps={self.max_steps!r}) must be a positive integer (steps per chain), e.g. "
+                f"{DEFAULT_MAX_STEPS}, or None for no limit."
+            )
         if not is_int(self.max_samples) or self.max_samples < 1:
             raise ValueError(
                 f"AresConfig(max_samples={self.max_samples!r}) must be a positive integer (trajectories per chain), "
@@ -164,6 +182,8 @@ class AresConfig:
             self.max_masks = int(self.max_masks)
         if self.max_evaluations is not None:
             self.max_evaluations = int(self.max_evaluations)
+        if self.max_steps is not None:
+            self.max_steps = int(self.max_steps)
         if self.prune_mass is not None:
             self.prune_mass = float(self.prune_mass)
         if self.base_priors is not None:  # a tuple: changed in place, a list would skip these checks

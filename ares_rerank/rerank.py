@@ -42,7 +42,7 @@ from .records import (
     rank_record,
     rank_records,
 )
-from .scoring import METHODS, check_batch_size, progress_bar, score_chains
+from .scoring import METHODS, check_batch_size, length_error, progress_bar, score_chains
 from .voting import check_selection, order_by_vote
 
 
@@ -177,13 +177,17 @@ class AresReranker:
 
         Raises:
             TypeError: The prompt or completion is neither a string nor a list of messages.
-            ValueError: Their text cannot be encoded as UTF-8 (a lone surrogate), see :class:`Chain`.
+            ValueError: Their text cannot be encoded as UTF-8 (a lone surrogate), see :class:`Chain`; or the
+                completion has more steps than ``config.max_steps``.
         """
         prompt_text = message_text(prompt, self.prompt_roles, "prompt")
         completion_text = message_text(completion, self.completion_roles, "completion")
         steps = split_steps(completion_text, self.step_separator)
         if not steps:
             return None
+        too_long = length_error(len(steps), self.config)
+        if too_long:  # refused before the steps are checked one by one, or any memory is taken for them
+            raise ValueError(too_long)
         return Chain(split_prompt(prompt_text, self.prompt_split), steps)
 
     # -- scoring ------------------------------------------------------------------------------------------------

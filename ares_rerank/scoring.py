@@ -18,9 +18,21 @@ from .config import AresConfig, is_int
 from .estimator import ares_scores
 
 
-__all__ = ["METHODS", "check_batch_size", "progress_bar", "score_chains"]
+__all__ = ["METHODS", "check_batch_size", "length_error", "progress_bar", "score_chains"]
 
 METHODS = ("ares",) + tuple(sorted(BASELINES)) + CHAIN_BASELINES
+
+
+def length_error(num_steps: int, config: AresConfig | None, chain_id: Any = None) -> str | None:
+    """Why a chain of ``num_steps`` steps is too long to score (more than ``config.max_steps``), or ``None``:
+    checked before any method allocates memory that grows with the step count."""
+    limit = (config or AresConfig()).max_steps
+    if limit is None or num_steps <= limit:
+        return None
+    name = "a chain" if chain_id is None else f"chain {chain_id!r}"
+    return (f"{name} has {num_steps} steps, more than max_steps={limit}: its working memory grows with the square "
+            "of the step count. Check how the completion splits into steps (step_separator), or raise "
+            "AresConfig(max_steps=...) (--max-steps; None: no limit).")
 
 
 def check_batch_size(batch_size: Any, owner: str) -> int | None:
@@ -90,6 +102,10 @@ def score_chains(
         raise TypeError(f"score_chains(config=...) must be an AresConfig, got {type(config).__name__}.")
     if not isinstance(method, str) or (method != "ares" and method not in BASELINES and method not in CHAIN_BASELINES):
         raise ValueError(f"score_chains(method={method!r}) is unknown: use one of {list(METHODS)}.")
+    for chain in chains:
+        error = length_error(chain.num_steps, config, chain.id)
+        if error:
+            raise ValueError(f"score_chains: {error}")
     size = check_batch_size(batch_size, "score_chains") or max(len(chains), 1)
     starts = range(0, len(chains), size)
     out: list[ChainScores] = []

@@ -34,15 +34,15 @@ from ares_rerank.io import check_outside_package, remove_stale_temps, write_atom
 __all__ = ["ScoreCache", "method_key"]
 
 # AresConfig fields that cannot change a score (they flag steps, or refuse a run): not part of the cache key.
-_NOT_IN_KEY = ("threshold", "max_samples")
+_NOT_IN_KEY = ("threshold", "max_samples", "max_steps")  # change no score: a chain is scored the same or refused
 _FIELDS = {f.name for f in fields(ChainScores)}
 # Compact a cache file when it holds more superseded / unreadable entries than this and than live ones.
 _COMPACT_MIN_STALE = 1000
 
 
 def method_key(method: str, config: AresConfig | None = None) -> str:
-    """``method`` plus, for ARES, every estimator setting that can change its scores (all but ``threshold`` and
-    ``max_samples``).
+    """``method`` plus, for ARES, every estimator setting that can change its scores (all but ``threshold``,
+    ``max_samples`` and ``max_steps``).
 
     The readable part names p, eps, delta and the mode; a short hash covers every other field (seed, mask budget,
     pruning, per-claim priors) and the estimator's revision, so a setting added to :class:`AresConfig` later, or an

@@ -80,8 +80,10 @@ __all__ = [
     "MAX_SAMPLE_BYTES",
     "AresConfig",
     "ares_scores",
+    "certified",
     "check_evaluations",
     "check_sample_size",
+    "row_keys",
     "sample_size",
 ]
 
@@ -142,7 +144,7 @@ class _Run:
         counts = rows[:, :upto].sum(axis=1)
         keyed = rows[:, :upto] if plan is None else rows[:, support]
         key_counts = counts if plan is not None and plan.uses_count else None
-        _, first, inverse = np.unique(_row_keys(keyed, key_counts), return_index=True, return_inverse=True)
+        _, first, inverse = np.unique(row_keys(keyed, key_counts), return_index=True, return_inverse=True)
         index: dict[tuple[int, ...], int] = {}
         selected, representative, group_of = [], [], np.empty(len(first), dtype=np.int64)
         for g, r in enumerate(first.tolist()):
@@ -212,7 +214,7 @@ class _Run:
         future = self.future[min(self.k + 1, self.chain.num_steps)] if bit >= self.chain.num_base else self.future[0]
         if not future[: bit + 1].all() and len(rows) > 1:  # some decided claim can no longer matter: merge on the rest
             counts = rows.sum(axis=1) if self.uses_count else None
-            _, first, inverse = np.unique(_row_keys(rows[:, future], counts), return_index=True, return_inverse=True)
+            _, first, inverse = np.unique(row_keys(rows[:, future], counts), return_index=True, return_inverse=True)
             weights = np.bincount(inverse.reshape(-1), weights=weights, minlength=len(first))
             rows = rows[first]
         if len(rows) > self.max_rows:
@@ -309,7 +311,7 @@ class _Run:
             self.steps_seen.append((total, self.dropped))
             if self.dropped > 0.0:
                 mean = min(1.0, max(0.0, total / kept)) if kept > 0.0 else 0.5
-                point, bound = _certified(total, total + self.dropped, mean, self.config.eps)
+                point, bound = certified(total, total + self.dropped, mean, self.config.eps)
             else:
                 point, bound = min(1.0, max(0.0, total)), 0.0
             self.scores.append(point)
@@ -357,7 +359,7 @@ class _Run:
             high = kept_sum + min(total_tail * (mean + half), before)
             low = min(kept_sum + total_tail * max(0.0, mean - half), high)  # crossed only where Hoeffding failed
             estimate = min(1.0, max(0.0, kept_sum + total_tail * mean))
-            point, bound = _certified(low, high, estimate, cfg.eps)
+            point, bound = certified(low, high, estimate, cfg.eps)
             self.scores.append(point)
             self.bounds.append(bound)
 
@@ -377,7 +379,7 @@ class _Run:
         )
 
 
-def _certified(low: float, high: float, estimate: float, eps: float) -> tuple[float, float]:
+def certified(low: float, high: float, estimate: float, eps: float) -> tuple[float, float]:
     """``(point, bound)``: the point nearest ``estimate`` whose distance to both ends of ``[low, high]`` (where the
     truth lies) stays within ``max(eps, (high - low) / 2)``, and that distance."""
     allowed = max(eps, (high - low) / 2.0)
@@ -385,7 +387,7 @@ def _certified(low: float, high: float, estimate: float, eps: float) -> tuple[fl
     return point, max(point - low, high - point)
 
 
-def _row_keys(bits: np.ndarray, counts: np.ndarray | None) -> np.ndarray:
+def row_keys(bits: np.ndarray, counts: np.ndarray | None) -> np.ndarray:
     """One hashable key per row of ``bits`` ``(R, c)`` (and ``counts`` ``(R,)``): packed bytes viewed as void."""
     parts = [np.packbits(bits, axis=1), np.ones((len(bits), 1), dtype=np.uint8)]  # the 1s keep the key non-empty
     if counts is not None:

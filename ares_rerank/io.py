@@ -8,6 +8,7 @@ leaves the old file (or none), never a torn one.
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import json
 import os
@@ -30,9 +31,13 @@ __all__ = [
     "check_output_dir",
     "check_output_path",
     "file_signature",
+    "hold_lock",
+    "naming_errors",
     "read_chains",
     "read_jsonl",
     "read_utf8",
+    "record_key",
+    "release_lock",
     "remove_stale_temps",
     "write_atomic",
 ]
@@ -150,11 +155,13 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[Any]:
         with open(path, mode, encoding=None if "b" in mode else "utf-8") as handle:
             yield handle
         return
+    if path.is_dir() and not path.is_symlink():  # os.replace would fail after the work, naming the temporary file
+        raise IsADirectoryError(errno.EISDIR, "Is a directory (move it away, or write elsewhere)", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as handle:
+        with naming_errors(path), os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as handle:
             previous = path.stat().st_mode & 0o777 if path.is_file() and not path.is_symlink() else None
             os.chmod(tmp, previous if previous is not None else _created_mode(0o666))
             yield handle
@@ -281,63 +288,99 @@ class ResumableOutput:
     """JSON-lines results written batch by batch, so that a long run that stops can resume where it stopped.
 
     Records go to ``.<name>.partial`` beside ``path`` (flushed and synced after every batch), whose first line records
-    the run's ``settings``; :meth:`finish` moves it onto ``path``, so ``path`` only ever holds a complete result and an
-    existing ``path`` stays untouched until then. A rerun with the same settings resumes: :attr:`count` records are
-    already written (a torn last line from a killed run is dropped) and the caller skips that many inputs. Other
-    settings (put the input file's :func:`file_signature` in them) refuse to mix results.
+    the run's ``settings`` and each next line one record with the key of the input it answers; :meth:`finish` moves
+    the records onto ``path``, so ``path`` only ever holds a complete result and an existing ``path`` stays untouched
+    until then. A rerun with the same settings resumes: :meth:`resume` keeps the records whose keys match the inputs
+    in order (a torn, duplicated or foreign line and everything after it is cut away) and the caller skips that many
+    inputs. Other settings (put the input file's :func:`file_signature` in them) refuse to mix results.
+
+    One run at a time: the object holds an advisory lock (``flock``) on ``.<name>.lock`` from construction to
+    :meth:`finish` / :meth:`close`, and a second run on the same ``path`` is refused. The operating system releases
+    the lock of a killed process, so a stale lock file never blocks a rerun.
 
     Args:
         path: The final output file.
         settings: What makes records comparable (command, backbone, method, estimator settings, input file...).
         resume: ``False`` discards an existing partial file instead of continuing it.
+
+    Raises:
+        ValueError: Another run holds the lock, or the partial file was made with other settings.
     """
 
     MARKER = "ares_rerank_partial"
+    VERSION = 2  # 2: each line {"key", "record"}; version 1 (records alone) cannot be checked against the input
 
     def __init__(self, path: str | os.PathLike[str], settings: dict[str, Any], resume: bool = True) -> None:
         self.path = Path(path)
         self.partial = self.path.with_name(f".{self.path.name}.partial")
+        self.lock = self.path.with_name(f".{self.path.name}.lock")
         self.settings = json.loads(json.dumps(settings, default=str))
         self.count = 0
+        self.dropped = 0  # lines of the partial file that :meth:`resume` cut away
+        self._lock_fd: int | None = hold_lock(self.lock, self.path)
         self._started = resume and self.partial.is_file()  # a fresh partial file is written with the first batch
-        if self._started:
-            self.count = self._read_partial()
-
-    def _read_partial(self) -> int:
-        raw = self.partial.read_bytes()
-        lines = raw.split(b"\n")
-        complete = lines[:-1]  # a killed run may leave half a line after the last newline
         try:
-            header = json.loads(complete[0]) if complete else {}
+            if self._started:
+                self._check_header()
+        except BaseException:
+            self.close()
+            raise
+
+    def _check_header(self) -> None:
+        with open(self.partial, "rb") as handle:
+            first = handle.readline(1 << 20)
+        try:
+            header = json.loads(first) if first.endswith(b"\n") else {}
         except ValueError:
             header = {}
-        if header.get(self.MARKER) != 1 or header.get("settings") != self.settings:
+        if not isinstance(header, dict) or header.get(self.MARKER) != self.VERSION or header.get(
+                "settings") != self.settings:
             raise ValueError(
-                f"{str(self.partial)!r} holds partial results of a run with other settings (or is not ours): rerun "
-                "with --no-resume to discard it, or rerun the original command to finish it."
+                f"{str(self.partial)!r} holds partial results of a run with other settings (or of another version, "
+                "or is not ours): rerun with --no-resume to discard it, or rerun the original command to finish it."
             )
-        count = 0
-        for line in complete[1:]:
-            try:
-                json.loads(line)
-            except ValueError:
-                break  # everything after a torn line is rewritten
-            count += 1
-        keep = len(b"\n".join(complete[: count + 1])) + 1
-        if keep != len(raw):
-            with open(self.partial, "r+b") as handle:
-                handle.truncate(keep)
-        return count
 
-    def append(self, records: Sequence[Any]) -> None:
-        """Add one batch of records and make it durable."""
+    def resume(self, keys: Sequence[str]) -> int:
+        """Check the partial file against the inputs' ``keys`` (see :func:`record_key`) and return how many inputs
+        are done: the records whose keys equal ``keys[0], keys[1], ...`` in order. Any line after them (torn by a kill,
+        duplicated, or for another input) is cut away and counted in :attr:`dropped`, so no record is ever doubled
+        or lost; those inputs are scored again."""
+        self.count = self.dropped = 0
         if not self._started:
-            write_atomic(self.partial, json.dumps({self.MARKER: 1, "settings": self.settings}) + "\n")
+            return 0
+        with open(self.partial, "rb") as handle:
+            keep = len(handle.readline())  # the settings header, checked when the object was made
+            for line in handle:
+                try:
+                    entry = json.loads(line) if line.endswith(b"\n") else None
+                except ValueError:
+                    entry = None
+                if (self.dropped or not isinstance(entry, dict) or self.count >= len(keys)
+                        or entry.get("key") != keys[self.count] or "record" not in entry):
+                    self.dropped += 1
+                    continue
+                self.count += 1
+                keep += len(line)
+        if keep != self.partial.stat().st_size:
+            os.truncate(self.partial, keep)
+        return self.count
+
+    def append(self, records: Sequence[Any], keys: Sequence[str]) -> None:
+        """Add one batch of records (the answers to the inputs of ``keys``) and make it durable.
+
+        Raises:
+            OSError: The write failed (a full disk, a file-size limit); the message names the partial file, and the
+                file keeps whole lines only.
+        """
+        if len(keys) != len(records):
+            raise ValueError(f"append(records, keys): {len(records)} records and {len(keys)} keys; give one key each.")
+        if not self._started:
+            write_atomic(self.partial, json.dumps({self.MARKER: self.VERSION, "settings": self.settings}) + "\n")
             self._started = True
         size = self.partial.stat().st_size
         try:
-            with open(self.partial, "a", encoding="utf-8") as handle:
-                handle.writelines(json.dumps(record) + "\n" for record in records)
+            with naming_errors(self.partial), open(self.partial, "a", encoding="utf-8") as handle:
+                handle.writelines(json.dumps({"key": k, "record": r}) + "\n" for k, r in zip(keys, records))
                 handle.flush()
                 os.fsync(handle.fileno())
         except BaseException:
@@ -347,15 +390,85 @@ class ResumableOutput:
         self.count += len(records)
 
     def finish(self) -> Path:
-        """Write the complete result to ``path`` (atomically) and remove the partial file."""
+        """Write the complete result to ``path`` (atomically), remove the partial file and release the lock."""
         with atomic_open(self.path) as out:
             if self._started:
                 with open(self.partial, encoding="utf-8") as partial:
                     partial.readline()  # the settings header
                     for line in partial:
-                        out.write(line)
+                        out.write(json.dumps(json.loads(line)["record"]) + "\n")
         self.partial.unlink(missing_ok=True)
+        self.close()
         return self.path
+
+    def close(self) -> None:
+        """Release the lock (the partial file stays for a rerun to resume); :meth:`finish` calls it."""
+        if self._lock_fd is not None:
+            release_lock(self.lock, self._lock_fd)
+            self._lock_fd = None
+
+
+def hold_lock(lock: Path, target: Path) -> int:
+    """An open descriptor holding an exclusive ``flock`` on the file ``lock`` (created, with this process's id in it),
+    for writing ``target``; :func:`release_lock` gives it back. The operating system drops the lock when the process
+    ends, however it ends, so a lock file left by a killed run never blocks.
+
+    Raises:
+        ValueError: Another process holds it; the message names ``target``, the process and the fix.
+    """
+    import fcntl
+
+    for _ in range(100):  # a holder that finishes removes the file: lock the new one, not the removed one
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise ValueError(f"another run (process {holder}) is writing {str(target)!r} (it holds {str(lock)!r}): "
+                             "wait for it to end, or give another --output.") from None
+        try:
+            current = os.stat(lock)
+        except FileNotFoundError:
+            current = None
+        opened = os.fstat(fd)
+        if current is not None and (current.st_dev, current.st_ino) == (opened.st_dev, opened.st_ino):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            return fd
+        os.close(fd)
+    raise ValueError(f"could not lock {str(lock)!r} for {str(target)!r}: other runs keep replacing it; retry.")
+
+
+def release_lock(lock: Path, fd: int) -> None:
+    """Remove the lock file :func:`hold_lock` created and give the lock back (removed first, while still held, so
+    that no other process locks a file that is about to go)."""
+    with contextlib.suppress(OSError):
+        os.unlink(lock)
+    os.close(fd)
+
+
+def record_key(position: int, value: Any) -> str:
+    """The key of the input at ``position`` whose content is ``value`` (anything JSON can write): what
+    :meth:`ResumableOutput.resume` checks a partial file's records against."""
+    import hashlib
+
+    text = json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+    return f"{position}:{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
+
+
+@contextlib.contextmanager
+def naming_errors(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Re-raise an ``OSError`` that names no file (a full disk's ``ENOSPC``, a size limit's ``EFBIG`` from ``write``)
+    as the same error naming ``path``, with the fix."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is not None or err.errno is None:
+            raise
+        hint = " (free space on that disk or raise the file-size limit, or write elsewhere)" if err.errno in (
+            errno.ENOSPC, errno.EFBIG, errno.EDQUOT) else ""
+        raise OSError(err.errno, f"{err.strerror or err}{hint}", str(path)) from err
 
 
 def file_signature(path: str | os.PathLike[str]) -> str:

@@ -182,6 +182,28 @@ def test_reliability_diagram_writes_a_png(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_a_full_disk_while_writing_the_plot_names_the_file(tmp_path):
+    """``calibrate --plot`` on a full disk said only "File too large." (EFBIG here, through a file-size limit)."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))
+
+    plot = tmp_path / "rel.png"
+    code = ("import numpy as np\nfrom ares_rerank.calibration import reliability_diagram\n"
+            "from ares_rerank.cli import describe_error\n"
+            f"try:\n    reliability_diagram(np.linspace(0, 1, 50), np.arange(50) % 2, {str(plot)!r})\n"
+            "except OSError as err:\n    print(describe_error(err))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          preexec_fn=limit)
+    assert done.stdout.startswith("File too large") and done.stdout.rstrip().endswith(f": {plot}."), done
+    assert not plot.exists() and not list(tmp_path.iterdir())  # no torn plot, no temporary file
+
+
 def test_write_calibration_merges_and_reads_back(tmp_path):
     write_calibration(tmp_path, {"temperature": 2.0, "label": "entailment"})
     write_calibration(tmp_path, {"temperature": 1.5, "ece_after": 0.01})

@@ -124,9 +124,10 @@ def test_a_full_disk_leaves_the_old_output_and_no_torn_file(tmp_path, command):
     output = tmp_path / "out.jsonl"
     output.write_text(OLD * 200)  # larger than the limit: the old file is never rewritten, so it never hits it
     done = _cli(_argv(command, inputs, output), tmp_path, max_bytes=1500)
-    assert "File too large" in _one_line_error(done)
-    assert output.read_text() == OLD * 200
     partial = output.with_name(f".{output.name}.partial")
+    message = _one_line_error(done)
+    assert "File too large" in message and f": {partial}." in message, message  # the file it could not write
+    assert output.read_text() == OLD * 200
     for line in partial.read_text().splitlines() if partial.exists() else []:
         json.loads(line)  # whatever was kept for a resume is whole lines
     assert not list(tmp_path.glob(".*.tmp"))
@@ -166,6 +167,7 @@ def test_a_stopped_run_keeps_the_old_output_and_resumes_to_the_same_result(tmp_p
     resumed = _cli(argv, tmp_path, sleep=0.0)
     assert resumed.returncode == 0, resumed.stderr
     assert output.read_bytes() == clean.read_bytes() and not partial.exists()
+    assert not output.with_name(f".{output.name}.lock").exists()  # the killed run's lock file did not block
     if command == "score":
         assert f"resumed: {kept} chains" in resumed.stderr
 
@@ -181,6 +183,91 @@ def test_a_partial_run_with_other_settings_is_not_mixed_in(tmp_path):
     assert len(output.read_text().splitlines()) == len(DEMO.read_text().splitlines()) and not partial.exists()
 
 
+@pytest.mark.parametrize("command", ["score", "rank"])
+def test_a_second_run_on_the_same_output_is_refused_and_the_first_finishes(tmp_path, command):
+    """Two runs on one --output both appended to one partial file: the first exited 0 with 388 records for 200."""
+    inputs = _inputs(tmp_path, copies=5)
+    clean = tmp_path / "clean.jsonl"
+    assert _cli(_argv(command, inputs, clean), tmp_path).returncode == 0
+    output = tmp_path / "out.jsonl"
+    partial, lock = output.with_name(f".{output.name}.partial"), output.with_name(f".{output.name}.lock")
+    argv = _argv(command, inputs, output, backbone="slow_backbone:SlowOracle")
+    first = subprocess.Popen([sys.executable, "-m", "ares_rerank.cli", *argv], cwd=tmp_path, env=_env(sleep=0.3),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not partial.exists() or len(partial.read_text().splitlines()) < 2):
+        time.sleep(0.05)  # the first run is past its start and writing
+    for extra in ([], ["--no-resume"]):  # --no-resume must not discard the running one's partial file either
+        second = _cli([*argv, *extra], tmp_path)
+        message = _one_line_error(second)
+        assert f"(process {first.pid}) is writing" in message and "give another --output" in message, message
+    assert first.poll() is None  # the refusals came while the first run was still writing
+    _, stderr = first.communicate(timeout=240)
+    assert first.returncode == 0, stderr
+    assert output.read_bytes() == clean.read_bytes()  # every record once
+    assert not partial.exists() and not lock.exists()
+
+
+def _partial_lines(partial: Path) -> list[bytes]:
+    return partial.read_bytes().split(b"\n")[:-1]
+
+
+@pytest.mark.parametrize("command", ["score", "rank"])
+def test_a_resume_checks_the_ids_not_the_line_count(tmp_path, command):
+    """A partial file whose last line is duplicated resumed to the right number of records with one chain lost."""
+    inputs = _inputs(tmp_path, copies=5)
+    clean = tmp_path / "clean.jsonl"
+    assert _cli(_argv(command, inputs, clean), tmp_path).returncode == 0
+    output = tmp_path / "out.jsonl"
+    partial = output.with_name(f".{output.name}.partial")
+    argv = _argv(command, inputs, output, backbone="slow_backbone:SlowOracle")
+    _stop_after_two_batches(argv, partial, tmp_path)
+    lines = _partial_lines(partial)
+    assert len(lines) >= 3  # the header and two records
+    header, records = lines[0], lines[1:]
+    cases = {
+        "last line duplicated": [*records, records[-1]],
+        "a line for another input first": [records[1], *records],
+        "a record line that is not ours": [*records[:1], b'{"id": "x"}', *records[1:]],
+    }
+    for name, body in cases.items():
+        partial.write_bytes(b"\n".join([header, *body]) + b"\n")
+        resumed = _cli(argv, tmp_path)
+        assert resumed.returncode == 0, (name, resumed.stderr)
+        assert output.read_bytes() == clean.read_bytes(), name  # no record doubled, none lost
+        assert f"lines of {str(partial)!r} that do not answer the next inputs in order" in resumed.stderr, name
+        output.unlink()
+
+
+def _stop_after_two_batches(argv: list[str], partial: Path, cwd: Path) -> None:
+    """Run the CLI with the slow backbone and stop it with Ctrl-C once two batches are in ``partial``."""
+    process = subprocess.Popen([sys.executable, "-m", "ares_rerank.cli", *argv], cwd=cwd, env=_env(sleep=0.3),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not partial.exists() or len(partial.read_text().splitlines()) < 3):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+
+
+def test_the_lock_is_released_by_the_os_and_refuses_a_second_holder(tmp_path):
+    from ares_rerank.io import ResumableOutput
+
+    output = tmp_path / "out.jsonl"
+    lock = output.with_name(f".{output.name}.lock")
+    lock.write_text("999999\n")  # left by a process killed long ago: no lock is held on it
+    first = ResumableOutput(output, {"a": 1})
+    with pytest.raises(ValueError, match=f"(process {os.getpid()}) is writing"):
+        ResumableOutput(output, {"a": 1})
+    first.append([{"x": 1}], ["0:k"])
+    first.finish()
+    assert output.read_text() == '{"x": 1}\n' and not lock.exists()
+    second = ResumableOutput(output, {"a": 1})  # taken again once released
+    second.close()
+
+
 def test_eval_and_distributed_outputs_survive_a_full_disk(tmp_path):
     results = tmp_path / "results"
     results.mkdir()
@@ -189,7 +276,8 @@ def test_eval_and_distributed_outputs_survive_a_full_disk(tmp_path):
     before = _snapshot(results)
     done = _cli(["eval", "--task", "claimtrees", "--length", "5", "--n", "20", "--methods", "ares,entail-prev",
                  "--out", str(results), "--name", "mine", "--no-progress", "--overwrite"], tmp_path, max_bytes=3000)
-    assert "File too large" in _one_line_error(done)
+    message = _one_line_error(done)
+    assert "File too large" in message and f"{results}/" in message, message
     assert {k: v for k, v in _snapshot(results).items() if not k.startswith("cache")} == before
 
     output = tmp_path / "scores.jsonl"

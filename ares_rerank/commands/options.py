@@ -40,6 +40,7 @@ __all__ = [
     "keep_partial_on_failure",
     "open_results",
     "positive",
+    "resume_results",
     "step_separator",
     "window_notice",
 ]
@@ -244,19 +245,25 @@ class _StreamOutput:
     def __init__(self, path: str | None = None) -> None:
         self.handle = sys.stdout if path is None else open(path, "w", encoding="utf-8")
 
-    def append(self, records: Sequence[Any]) -> None:
+    def resume(self, keys: Sequence[str]) -> int:
+        return 0
+
+    def append(self, records: Sequence[Any], keys: Sequence[str] = ()) -> None:
         self.handle.writelines(json.dumps(record) + "\n" for record in records)
         self.handle.flush()
 
     def finish(self) -> None:
-        if self.handle is not sys.stdout:
+        self.close()
+
+    def close(self) -> None:
+        if self.handle is not sys.stdout and not self.handle.closed:
             self.handle.close()
 
 
 def open_results(args: argparse.Namespace, source: Path) -> Any:
     """Where a command's JSONL results go: ``--output`` (checked now, before any work; resumable, see
-    :class:`~ares_rerank.io.ResumableOutput`; a stream is written through) or standard output. ``.count`` records
-    are already done."""
+    :class:`~ares_rerank.io.ResumableOutput`, locked against a second run on the same file; a stream is written
+    through) or standard output. Once the inputs are read, :func:`resume_results` says how many are done."""
     from ..io import ResumableOutput, check_output_path, file_signature, is_stream
 
     if args.output is None or str(args.output) == "-":  # '-' is standard output, as an input of '-' is stdin
@@ -288,9 +295,22 @@ def window_notice(backbone: Any) -> str | None:
             "names with each step within the window; a model with a longer window reads more.")
 
 
+def resume_results(results: Any, keys: Sequence[str]) -> int:
+    """How many inputs (of ``keys``, one :func:`~ares_rerank.io.record_key` each) an earlier stopped run already
+    answered; lines of its partial file that answer no input in order (a duplicated line, one for another input) are
+    cut away, and a note on stderr says how many."""
+    done = results.resume(keys)
+    if getattr(results, "dropped", 0):
+        print(f"note: dropped {results.dropped} lines of {str(results.partial)!r} that do not answer the next inputs "
+              f"in order (torn, duplicated or for other inputs); {done} results are kept and the rest is redone.",
+              file=sys.stderr)
+    return done
+
+
 @contextlib.contextmanager
 def keep_partial_on_failure(results: Any) -> Iterator[None]:
-    """Say where the partial results of a stopped run are (they stay for a rerun to resume)."""
+    """Say where the partial results of a stopped run are (they stay for a rerun to resume); release the results'
+    lock however the block ends."""
     try:
         yield
     except BaseException:
@@ -298,6 +318,8 @@ def keep_partial_on_failure(results: Any) -> Iterator[None]:
             print(f"ares-rerank: {results.count} results so far are kept in {results.partial}; rerun the same command "
                   "to resume (--no-resume starts over).", file=sys.stderr)
         raise
+    finally:
+        results.close()
 
 
 def add_selection_arguments(parser: argparse.ArgumentParser) -> None:

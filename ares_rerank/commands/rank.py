@@ -18,9 +18,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from ..io import read_jsonl
+from ..io import read_jsonl, record_key
 from . import options
 
 
@@ -71,11 +71,6 @@ def _check_texts(path: Path, lineno: int, prompt: Any, candidates: list, prompt_
             raise ValueError(f"{path}:{lineno}: {err}") from err
 
 
-def _batches(items: list, size: int) -> Iterator[list]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
 def _result(record: dict[str, Any], scored: list[dict[str, Any]], top_k: int | None, reranker: Any) -> dict[str, Any]:
     ordered, groups = reranker.order(scored)
     keys = ("corpus_id", "index", "score", "answer", "group", "votes")
@@ -101,19 +96,23 @@ def _rank_all(args: argparse.Namespace, records: list[dict[str, Any]], results: 
 
     config = options.config_from_args(args)
     backbone = options.backbone_from_args(args)
+    # one estimator call per CLI batch, one bar
     reranker = AresReranker(backbone, config=config, method=args.method,
                             step_separator=options.step_separator(args.step_separator),
                             prompt_split=args.prompt_split, aggregate=args.aggregate,
                             batch_size=None, show_progress_bar=False, selection=args.selection,
-                            answer_fn=options.answer_fn_from_args(args.answer_fn))  # one estimator call per CLI batch, one bar
-    todo = records[results.count:]
-    with tqdm(total=len(records), initial=results.count, desc="ranking", unit="prompt", disable=args.no_progress,
+                            answer_fn=options.answer_fn_from_args(args.answer_fn))
+    keys = [record_key(i, record) for i, record in enumerate(records)]
+    done = options.resume_results(results, keys)
+    with tqdm(total=len(records), initial=done, desc="ranking", unit="prompt", disable=args.no_progress,
               file=sys.stderr) as bar:
-        for batch in _batches(todo, args.batch_size):
+        for start in range(done, len(records), args.batch_size):
+            batch = records[start:start + args.batch_size]
             prompts = [r[args.prompt_key] for r in batch]
             candidates = [r[args.candidates_key] for r in batch]
             scored = reranker.score_batch(prompts, candidates)
-            results.append([_result(record, one, args.top_k, reranker) for record, one in zip(batch, scored)])
+            results.append([_result(record, one, args.top_k, reranker) for record, one in zip(batch, scored)],
+                           keys[start:start + len(batch)])
             bar.update(len(batch))
     notice = options.window_notice(backbone)
     if notice:
@@ -125,9 +124,9 @@ def run(args: argparse.Namespace) -> int:
     options.positive(args.batch_size, "--batch-size")
     options.answer_fn_from_args(args.answer_fn)  # before any work
     source = options.input_path(args)
-    results = options.open_results(args, source)  # checked before any work
-    records = _read(source, args.prompt_key, args.candidates_key)
+    results = options.open_results(args, source)  # checked (and locked) before any work
     with options.keep_partial_on_failure(results):
+        records = _read(source, args.prompt_key, args.candidates_key)
         _rank_all(args, records, results)
         results.finish()
     print(f"ranked {len(records)} prompts ({sum(len(r[args.candidates_key]) for r in records)} candidates) with "

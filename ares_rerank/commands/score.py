@@ -14,7 +14,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..io import read_chains
+from ..io import read_chains, record_key
 from . import options
 
 
@@ -36,22 +36,25 @@ def run(args: argparse.Namespace) -> int:
 
     options.positive(args.batch_size, "--batch-size")
     source = options.input_path(args)
-    results = options.open_results(args, source)  # checked before any work
-    chains = read_chains(source, options.step_separator(args.step_separator), args.prompt_split)
-    if not chains:
-        print(f"input {str(source)!r} holds no chains: nothing to score.", file=sys.stderr)
-    config = options.config_from_args(args)
-    backbone = options.backbone_from_args(args)
-    todo, scored = chains[results.count:], []
-    with options.keep_partial_on_failure(results), tqdm(total=len(chains), initial=results.count, desc="scoring",
-                                                        unit="chain", disable=args.no_progress, file=sys.stderr) as bar:
-        for start in range(0, len(todo), args.batch_size):
-            batch = todo[start:start + args.batch_size]
-            batch_scores = score_chains(batch, backbone, method=args.method, config=config)
-            results.append([{"id": chain.id, **scores.to_dict(), "flags": scores.flags(config.threshold)}
-                            for chain, scores in zip(batch, batch_scores)])
-            scored += batch_scores
-            bar.update(len(batch))
+    results = options.open_results(args, source)  # checked (and locked) before any work
+    with options.keep_partial_on_failure(results):
+        chains = read_chains(source, options.step_separator(args.step_separator), args.prompt_split)
+        if not chains:
+            print(f"input {str(source)!r} holds no chains: nothing to score.", file=sys.stderr)
+        keys = [record_key(i, [chain.id, chain.base_claims, chain.steps]) for i, chain in enumerate(chains)]
+        done = options.resume_results(results, keys)
+        config = options.config_from_args(args)
+        backbone = options.backbone_from_args(args)
+        todo, scored = chains[done:], []
+        with tqdm(total=len(chains), initial=done, desc="scoring", unit="chain", disable=args.no_progress,
+                  file=sys.stderr) as bar:
+            for start in range(0, len(todo), args.batch_size):
+                batch = todo[start:start + args.batch_size]
+                batch_scores = score_chains(batch, backbone, method=args.method, config=config)
+                results.append([{"id": chain.id, **scores.to_dict(), "flags": scores.flags(config.threshold)}
+                                for chain, scores in zip(batch, batch_scores)], keys[done + start:][:len(batch)])
+                scored += batch_scores
+                bar.update(len(batch))
         results.finish()
     if len(todo) < len(chains):
         print(f"resumed: {len(chains) - len(todo)} chains were already scored by an earlier run", file=sys.stderr)

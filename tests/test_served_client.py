@@ -127,6 +127,20 @@ def test_api_key_and_body_reach_the_server():
     assert server.request_headers[0]["Authorization"] == "Bearer k"
 
 
+def test_a_query_string_in_base_url_is_sent_with_every_request_and_shown_nowhere(recwarn):
+    """A query string in base_url (Azure's ?api-version=...) was dropped without a word."""
+    with FakeServer(scripted(Reply(OK), Reply(OK))) as server:
+        one = client(f"{server.url}/v1?api-version=2024-06-01&key=s3cret")
+        one.post("/v1/completions", {"a": 1})
+        one.get("/v1/models?limit=2")
+    assert [path for _, path, _ in server.requests] == [
+        "/v1/completions?api-version=2024-06-01&key=s3cret", "/v1/models?limit=2&api-version=2024-06-01&key=s3cret"]
+    assert "s3cret" not in one.root + repr(one)  # the query may hold a key: never in errors or repr
+    assert not recwarn.list
+    with pytest.warns(UserWarning, match="the fragment '#part' is never sent to a server, so it is dropped"):
+        JsonClient("http://127.0.0.1:8000/v1#part")
+
+
 def test_map_bounded_keeps_order_and_bounds_concurrency():
     lock, state = threading.Lock(), {"now": 0, "peak": 0}
 

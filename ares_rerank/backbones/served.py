@@ -151,7 +151,8 @@ class JsonClient:
         base_url: The server root, e.g. ``"http://127.0.0.1:8000"``. A trailing ``/v1`` is accepted and removed
             (OpenAI clients spell the base URL with it; vLLM's ``/pooling`` and ``/tokenize`` live at the root).
             ``http://user:password@host`` sends HTTP basic auth; the password never appears in ``root``, errors or
-            ``repr``.
+            ``repr``. A query string (``?api-version=2024-06-01``, as Azure's endpoints want) is sent with every
+            request, and shown nowhere (it may hold a key); a ``#fragment`` is never sent (a warning names it).
         timeout: Seconds one attempt may take in total (connect, send, wait for and read the answer).
         max_retries: Extra attempts after a transient failure (0 = try once).
         backoff: First retry delay in seconds; doubles per attempt (with jitter), capped at ``max_backoff``.
@@ -201,6 +202,11 @@ class JsonClient:
             raise ValueError("timeout=inf would let a stalled server hang the caller: pass seconds, e.g. timeout=60.")
         path = parts.path.rstrip("/")
         self.prefix = path[: -len("/v1")] if path.endswith("/v1") else path
+        self.query = parts.query  # kept for every request: it was dropped without a word
+        if parts.fragment:
+            warnings.warn(f"base_url={shown!r}: the fragment '#{parts.fragment}' is never sent to a server, so it is "
+                          "dropped; put what the server needs in the path or the query string.", UserWarning,
+                          stacklevel=3)
         self.scheme, self.host, self.port = parts.scheme, parts.hostname, port
         self.root = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{self.prefix}"  # no user:password@
         self.timeout = float(timeout)
@@ -271,7 +277,7 @@ class JsonClient:
         for attempt in range(1, self.max_retries + 2):
             retry_after = None
             try:
-                status, headers, data = self._once(method, self.prefix + path, body, give_up)
+                status, headers, data = self._once(method, self._target(path), body, give_up)
                 if status < 300:
                     return _decode(data, url, status, attempt)
             except _TooLarge as err:
@@ -316,6 +322,12 @@ class JsonClient:
             return min(self.max_backoff, retry_after)
         delay = min(self.max_backoff, self.backoff * 2**attempt)
         return delay * (0.5 + 0.5 * random.random())  # jitter: replicas restarted together are not hit in lockstep
+
+    def _target(self, path: str) -> str:
+        """The request target: the base URL's path prefix, ``path``, and the base URL's query string."""
+        if not self.query:
+            return self.prefix + path
+        return f"{self.prefix}{path}{'&' if '?' in path else '?'}{self.query}"
 
     def _once(
         self, method: str, path: str, body: bytes | None, give_up: float

@@ -79,6 +79,7 @@ __all__ = [
     "AresReward",
     "AsyncAresReward",
     "ares_reward",
+    "backbone_lock",
     "async_ares_reward",
     "configure_default",
     "default_reranker",
@@ -233,7 +234,7 @@ def default_reranker() -> AresReranker:
         return _default
 
 
-def _backbone_lock(backbone: Any) -> threading.Lock:
+def backbone_lock(backbone: Any) -> threading.Lock:
     """One lock per backbone object: two rewards on the same backbone score one at a time (its cache and stats are
     not thread-safe); rewards on different backbones overlap."""
     with _registry_lock:
@@ -341,7 +342,7 @@ class AresReward:
         """The blocking part: build the reranker if needed, score every completion (no progress bar: TRL has its
         own), one scoring at a time per backbone."""
         reranker = self.reranker if self.reranker is not None else default_reranker()
-        with _backbone_lock(reranker.backbone):
+        with backbone_lock(reranker.backbone):
             records = reranker.score_pairs(prompts, completions, aggregate=self.aggregate, on_error=self.on_error,
                                            show_progress_bar=False)
         return records, reranker.config.threshold

@@ -43,7 +43,7 @@ from typing import Any, Mapping, Sequence
 from .backbones.served import JsonClient, map_bounded
 from .config import is_finite_number
 from .records import PROMPT_ROLES, message_text
-from .rewards import default_reranker
+from .rewards import backbone_lock, default_reranker
 from .openrlhf import REWARD_PATH, reward_answer
 
 
@@ -65,7 +65,6 @@ _CONCURRENT_REQUESTS = 8
 # Keywords verl's reward managers may add to a reward function call; accepted and unused.
 _VERL_KWARGS = {"reward_router_address", "reward_model_tokenizer", "sandbox_fusion_url", "concurrent_semaphore",
                 "memory_limit_mb"}
-_local_lock = threading.Lock()  # the default reranker's backbone is not thread-safe: one local scoring at a time
 _clients: dict[str, JsonClient] = {}
 _clients_lock = threading.Lock()
 _warned: set[str] = set()
@@ -119,7 +118,7 @@ def score_responses(
 def _score_locally(prompts: Sequence[Any], responses: Sequence[str], reranker: Any) -> dict[str, Any]:
     if reranker is None:
         reranker = default_reranker()
-    with _local_lock:
+    with backbone_lock(reranker.backbone):  # a backbone is not thread-safe; shared with the TRL rewards' lock
         records = reranker.score_pairs(list(prompts), list(responses), on_error="none", show_progress_bar=False)
     return reward_answer(records, responses, reranker.config.threshold, 0.0)
 

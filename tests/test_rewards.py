@@ -327,8 +327,8 @@ def test_the_backbone_lock_registry_lets_dead_backbones_go():
     import weakref
 
     backbone = FunctionBackbone(last_word_entailed)
-    lock = rewards._backbone_lock(backbone)
-    assert rewards._backbone_lock(backbone) is lock
+    lock = rewards.backbone_lock(backbone)
+    assert rewards.backbone_lock(backbone) is lock
     alive, before = weakref.ref(backbone), len(rewards._backbone_locks)
     del backbone, lock
     gc.collect()

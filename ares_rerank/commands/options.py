@@ -322,6 +322,14 @@ def keep_partial_on_failure(results: Any) -> Iterator[None]:
         results.close()
 
 
+def add_aggregate_argument(parser: Any, what: str = "the chain score") -> None:
+    """``--aggregate``: how step scores become one score per chain (``rank``, ``serve``, ``eval --task bon``)."""
+    from ..aggregate import AGGREGATES
+
+    parser.add_argument("--aggregate", default="final", choices=list(AGGREGATES),
+                        help=f"Step scores -> {what}: {', '.join(AGGREGATES)} (default: final).")
+
+
 def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
     """``--selection`` and ``--answer-fn``: answer-aware best-of-N (``rank``, ``eval --task bon``)."""
     from ..answers import ANSWER_FNS

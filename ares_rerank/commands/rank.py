@@ -31,8 +31,7 @@ def register(subparsers: Any) -> None:
     )
     options.add_io_arguments(parser, "{prompt, candidates} records")
     parser.add_argument("--method", default="ares", help="'ares' or a baseline, e.g. 'entail-prev'.")
-    parser.add_argument("--aggregate", default="final", choices=["final", "mean", "min", "product"],
-                        help="Chain score from step scores (default: final).")
+    options.add_aggregate_argument(parser)
     parser.add_argument("--top-k", type=int, default=None, help="Keep the best k in 'ranking' (default: all).")
     parser.add_argument("--prompt-key", default="prompt")
     parser.add_argument("--candidates-key", default="candidates")

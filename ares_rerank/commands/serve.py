@@ -27,14 +27,12 @@ from . import options
 
 
 def register(subparsers: Any) -> None:
-    from ..aggregate import AGGREGATES
     from ..server import ServeConfig
 
     parser = subparsers.add_parser("serve", help="Serve ARES rewards over HTTP (OpenRLHF's remote reward protocol).",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--method", default="ares", help="'ares' or a baseline, e.g. 'entail-prev'.")
-    parser.add_argument("--aggregate", default="final", choices=list(AGGREGATES),
-                        help="Chain score from step scores, the reward (default: final).")
+    options.add_aggregate_argument(parser, "the reward")
     options.add_chain_text_arguments(parser)
     options.add_backbone_arguments(parser)
     options.add_config_arguments(parser)

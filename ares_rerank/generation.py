@@ -58,7 +58,8 @@ class BestOfN:
         return dict(self.__dict__)
 
 
-def _conversations(prompts: list[Any], use_chat_template: bool | None) -> list[list[dict]] | None:
+def prompt_conversations(prompts: list[Any], use_chat_template: bool | None,
+                         caller: str = "best_of_n") -> list[list[dict]] | None:
     """The prompts as conversations when a chat template renders them, or ``None`` when they are plain text to
     continue. Strings become one user message under ``use_chat_template=True``; a mix of both formats is refused."""
     conversations: list[list[dict] | None] = []
@@ -69,20 +70,22 @@ def _conversations(prompts: list[Any], use_chat_template: bool | None) -> list[l
         if isinstance(prompt, str):
             prompt = [{"role": "user", "content": prompt}]
         if not isinstance(prompt, (list, tuple)) or not all(isinstance(m, dict) for m in prompt):
-            raise TypeError(f"best_of_n: a prompt is {type(prompt).__name__}; pass strings or lists of messages.")
+            raise TypeError(f"{caller}: a prompt is {type(prompt).__name__}; pass strings or lists of messages.")
         if use_chat_template is False:
-            raise ValueError("best_of_n(use_chat_template=False) cannot render a conversational prompt; use True/None.")
+            raise ValueError(f"{caller}(use_chat_template=False) cannot render a conversational prompt; use True/None.")
         conversations.append(list(prompt))
     if len({c is None for c in conversations}) > 1:
         raise ValueError(
-            "best_of_n: prompts mix strings and conversations; pass use_chat_template=True to render both with "
+            f"{caller}: prompts mix strings and conversations; pass use_chat_template=True to render both with "
             "the chat template, or give one format."
         )
     return None if not conversations or conversations[0] is None else conversations  # type: ignore[return-value]
 
 
-def _generate(model: Any, tokenizer: Any, texts: list[str], templated: bool, n: int, **kwargs: Any) -> list[str]:
-    """N decoded continuations per text, grouped by text: ``[t0s0, .., t0s(N-1), t1s0, ..]``."""
+def generate_new_tokens(model: Any, tokenizer: Any, texts: list[str], templated: bool, n: int, **kwargs: Any) -> Any:
+    """``model.generate`` on left-padded ``texts`` (``add_special_tokens=not templated``): the new token ids only,
+    ``(len(texts) * n, new)``, grouped by text ``[t0s0, .., t0s(N-1), t1s0, ..]``; ``do_sample`` defaults to True
+    and ``pad_token_id`` to the tokenizer's (its eos token when it has no pad token)."""
     import torch
 
     old_side, old_pad = tokenizer.padding_side, tokenizer.pad_token
@@ -97,11 +100,10 @@ def _generate(model: Any, tokenizer: Any, texts: list[str], templated: bool, n: 
             out = model.generate(**enc, num_return_sequences=n, **kwargs)
     finally:
         tokenizer.padding_side, tokenizer.pad_token = old_side, old_pad
-    new_tokens = out[:, enc["input_ids"].shape[1] :]  # (len(texts) * n, new) generated ids only
-    return tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+    return out[:, enc["input_ids"].shape[1] :]  # (len(texts) * n, new) generated ids only
 
 
-def _is_vllm_llm(model: Any) -> bool:
+def is_vllm_llm(model: Any) -> bool:
     """Whether ``model`` is a vLLM ``LLM`` (or a subclass), told without importing vllm: its offline-inference
     methods and a class defined in the ``vllm`` package."""
     if not all(callable(getattr(model, name, None)) for name in ("generate", "chat", "get_tokenizer")):
@@ -139,7 +141,8 @@ def _sample_transformers(
     with progress_bar(len(texts), show_progress_bar, len(starts), f"generating (n={n})", "prompt") as bar:
         for start in starts:
             batch = texts[start : start + batch_size]
-            samples = _generate(model, tokenizer, batch, conversations is not None, n, **generate_kwargs)
+            new_tokens = generate_new_tokens(model, tokenizer, batch, conversations is not None, n, **generate_kwargs)
+            samples = tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
             candidates += [samples[i * n : (i + 1) * n] for i in range(len(batch))]
             if bar is not None:
                 bar.update(len(batch))
@@ -152,8 +155,10 @@ _VLLM_NAMES = {"min_new_tokens": "min_tokens", "stop_strings": "stop"}
 _MODEL_DEFAULTS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
 
 
-def _sampling_params(llm: Any, n: int, max_new_tokens: int, seed: int | None, generate_kwargs: dict[str, Any]) -> Any:
-    """vLLM's ``SamplingParams`` for ``n`` samples: the model's defaults, then ``generate_kwargs`` by vLLM's names."""
+def sampling_params(llm: Any, n: int, max_new_tokens: int, seed: int | None, generate_kwargs: dict[str, Any],
+                    caller: str = "best_of_n") -> Any:
+    """vLLM's ``SamplingParams`` for ``n`` samples: the model's defaults, then ``generate_kwargs`` by vLLM's names
+    (``caller`` names the function in error messages)."""
     from vllm import SamplingParams
 
     accepted = {name for name in inspect.signature(SamplingParams).parameters if not name.startswith("_")}
@@ -167,10 +172,10 @@ def _sampling_params(llm: Any, n: int, max_new_tokens: int, seed: int | None, ge
         if key == "do_sample":  # True: vLLM samples anyway; False (n=1): greedy, below
             continue
         if name == "max_tokens":
-            raise TypeError("best_of_n: pass the length limit as max_new_tokens=, not max_tokens=.")
+            raise TypeError(f"{caller}: pass the length limit as max_new_tokens=, not max_tokens=.")
         if name not in accepted:
             raise TypeError(
-                f"best_of_n({key}={value!r}): vLLM's SamplingParams has no {name!r}, so a vLLM LLM cannot sample "
+                f"{caller}({key}={value!r}): vLLM's SamplingParams has no {name!r}, so a vLLM LLM cannot sample "
                 "with it. Drop it, or use SamplingParams' names (temperature, top_p, top_k, min_p, "
                 "repetition_penalty, stop, ...)."
             )
@@ -260,7 +265,7 @@ def best_of_n(
     if isinstance(prompts, (str, Mapping)) or not isinstance(prompts, Iterable):
         raise TypeError(f"best_of_n(prompts=...) got a {type(prompts).__name__}: pass a list of prompts (strings or "
                         "conversations).")
-    vllm = _is_vllm_llm(model)
+    vllm = is_vllm_llm(model)
     if not vllm and (not callable(getattr(model, "generate", None)) or not callable(tokenizer)):
         raise TypeError(f"best_of_n(model={type(model).__name__}, tokenizer={type(tokenizer).__name__}) needs a "
                         "transformers causal LM (with .generate) and its tokenizer, e.g. from "
@@ -293,9 +298,9 @@ def best_of_n(
     if empty:
         raise ValueError(f"best_of_n: prompts{empty[:5]} are empty strings, which leave a model nothing to continue: "
                          "give each prompt its text (or use_chat_template=True to wrap it as a user message).")
-    conversations = _conversations(prompts, use_chat_template)
+    conversations = prompt_conversations(prompts, use_chat_template)
     if vllm:
-        params = _sampling_params(model, n, max_new_tokens, seed, generate_kwargs)
+        params = sampling_params(model, n, max_new_tokens, seed, generate_kwargs)
         use_tqdm = len(prompts) > batch_size if show_progress_bar is None else show_progress_bar
         candidates = _sample_vllm(model, tokenizer, prompts, conversations, params, use_tqdm)
     else:

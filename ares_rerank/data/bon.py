@@ -34,8 +34,9 @@ from .claimtrees import ClaimTreesTemplates, claimtrees_names
 from .recipes import ingredient_claim, load_recipe_graphs, recipe_steps
 
 
-__all__ = ["BonCandidateSet", "MISTAKE_WEIGHTS", "claimtrees_answer", "claimtrees_bon", "recipe_answer",
-           "recipes_bon"]
+__all__ = ["BonCandidateSet", "ClaimTreesLayout", "MISTAKE_WEIGHTS", "RecipeLayout", "claimtrees_answer",
+           "claimtrees_bon", "claimtrees_layouts", "claimtrees_step", "recipe_answer", "recipe_layouts", "recipes_bon",
+           "substitute_ingredient"]
 
 #: How often a wrong candidate makes each of a problem's common mistakes.
 MISTAKE_WEIGHTS = (0.6, 0.3, 0.1)
@@ -65,6 +66,40 @@ class BonCandidateSet:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class ClaimTreesLayout:
+    """A ClaimTrees best-of-N problem's structure.
+
+    Attributes:
+        base_claims: The rules (shuffled) and the starting fact, last.
+        path: The states from the starting fact to the answer (``length + 1``).
+        branches: Each distractor chain's states (``branch_length + 1``): its first state is derived by nothing.
+    """
+
+    base_claims: list[str]
+    path: list[str]
+    branches: list[list[str]]
+
+
+@dataclass
+class RecipeLayout:
+    """A recipe best-of-N problem's structure.
+
+    Attributes:
+        recipe: The recipe graph's name.
+        base_claims: The rules and the pantry (shuffled), then ``We now START.``.
+        steps: The sound steps, in order.
+        cooking: The indices of the steps that cook with named ingredients (where a substitution can happen).
+        absent: Ingredients of other recipes that this pantry lacks (the substitutes).
+    """
+
+    recipe: str
+    base_claims: list[str]
+    steps: list[str]
+    cooking: list[int]
+    absent: list[str]
+
+
 def claimtrees_answer(text: str) -> str | None:
     """A ClaimTrees candidate's answer: the state its last step ends with (``now I have Q``), or ``None``."""
     match = _LAST_STATE.search(text.strip())
@@ -88,8 +123,43 @@ def _check_range(sound_range: Sequence[float]) -> tuple[float, float]:
     return float(sound_range[0]), float(sound_range[1])
 
 
-def _step(p: str, q: str) -> str:
+def claimtrees_step(p: str, q: str) -> str:
+    """The step that uses rule ``p -> q`` from state ``p``."""
     return _TEMPLATES.step.format(p=p, q=q)
+
+
+def substitute_ingredient(claim: str, wrong: str) -> str:
+    """A recipe step claim that cooks with ``wrong`` instead of the first ingredient it names."""
+    used = _COOKED_WITH.search(claim).group(1).split(", and ")
+    return claim.replace(f"ingredients ({', and '.join(used)}),",
+                         "ingredients (" + ", and ".join([wrong if x == used[0] else x for x in used]) + "),")
+
+
+def _claimtrees_layout(rng: random.Random, pool: list[str], length: int, branches: int,
+                       branch_length: int) -> ClaimTreesLayout:
+    names = rng.sample(pool, length + 1 + branches * (branch_length + 1))
+    path, rest = names[: length + 1], names[length + 1:]
+    chains = [rest[j * (branch_length + 1):(j + 1) * (branch_length + 1)] for j in range(branches)]
+    base = [_TEMPLATES.rule.format(p=a, q=b) for a, b in zip(path, path[1:])]
+    base += [_TEMPLATES.rule.format(p=a, q=b) for chain in chains for a, b in zip(chain, chain[1:])]
+    rng.shuffle(base)
+    base.append(_TEMPLATES.fact.format(p=path[0]))
+    return ClaimTreesLayout(base, path, chains)
+
+
+def _claimtrees_pool(length: int, branches: int, branch_length: int) -> list[str]:
+    return claimtrees_names(min(936, max(60, 2 * (length + 1 + branches * (branch_length + 1)))))
+
+
+def claimtrees_layouts(n: int = 200, length: int = 6, branches: int = 3, branch_length: int = 2,
+                       seed: int = 0) -> list[ClaimTreesLayout]:
+    """The problems of :func:`claimtrees_bon` (same arguments, same problems), without candidates."""
+    for name, value, low in (("n", n, 1), ("length", length, 2), ("branches", branches, 1),
+                             ("branch_length", branch_length, 1)):
+        _check(name, value, low)
+    pool = _claimtrees_pool(length, branches, branch_length)
+    return [_claimtrees_layout(random.Random(f"claimtrees-bon/{seed}/{i}"), pool, length, branches, branch_length)
+            for i in range(n)]
 
 
 def claimtrees_bon(
@@ -116,19 +186,13 @@ def claimtrees_bon(
                              ("branches", branches, 1), ("branch_length", branch_length, 1)):
         _check(name, value, low)
     low, high = _check_range(sound_range)
-    num_states = length + 1 + branches * (branch_length + 1)
-    pool = claimtrees_names(min(936, max(60, 2 * num_states)))
+    pool = _claimtrees_pool(length, branches, branch_length)
     out = []
     for i in range(n):
         rng = random.Random(f"claimtrees-bon/{seed}/{i}")
-        names = rng.sample(pool, num_states)
-        path, rest = names[: length + 1], names[length + 1:]
-        chains = [rest[j * (branch_length + 1):(j + 1) * (branch_length + 1)] for j in range(branches)]
-        base = [_TEMPLATES.rule.format(p=a, q=b) for a, b in zip(path, path[1:])]
-        base += [_TEMPLATES.rule.format(p=a, q=b) for chain in chains for a, b in zip(chain, chain[1:])]
-        rng.shuffle(base)
-        base.append(_TEMPLATES.fact.format(p=path[0]))
-        sound_steps = [_step(a, b) for a, b in zip(path, path[1:])]
+        layout = _claimtrees_layout(rng, pool, length, branches, branch_length)
+        base, path, chains = layout.base_claims, layout.path, layout.branches
+        sound_steps = [claimtrees_step(a, b) for a, b in zip(path, path[1:])]
         p_sound = rng.uniform(low, high)
         mistakes = chains[: len(MISTAKE_WEIGHTS)]
         weights = MISTAKE_WEIGHTS[: len(mistakes)]
@@ -140,8 +204,8 @@ def claimtrees_bon(
                 mistake = rng.choices(range(len(mistakes)), weights)[0]
                 branch = mistakes[mistake]
                 k = rng.randrange(length)  # the first k steps are sound, then the jump
-                steps = sound_steps[:k] + [_step(path[k], branch[0])] + [_step(a, b) for a, b in zip(branch,
-                                                                                                    branch[1:])]
+                steps = sound_steps[:k] + [claimtrees_step(path[k], branch[0])]
+                steps += [claimtrees_step(a, b) for a, b in zip(branch, branch[1:])]
                 ok = False
             made.append(mistake)
             labels = [0] * len(steps) if ok else [int(j >= k) for j in range(len(steps))]
@@ -150,6 +214,36 @@ def claimtrees_bon(
         out.append(BonCandidateSet(f"claimtrees-bon-{i}", base, texts, correct, path[-1],
                                    {"p_sound": p_sound, "mistakes": made}))
     return out
+
+
+def _recipe_graphs(recipes: Sequence[str] | None, data_dir: str | None) -> tuple[list[str], dict, list[str]]:
+    graphs = dict(load_recipe_graphs(data_dir))
+    names = sorted(graphs) if recipes is None else list(recipes)
+    unknown = [r for r in names if r not in graphs]
+    if unknown or not names:
+        raise ValueError(f"recipes={unknown or names!r}: no such recipe graphs; choose from {sorted(graphs)}.")
+    all_ingredients = sorted({x for g in graphs.values() for x in g["all_mapped_ingredients_unique"] if x != "None"})
+    return names, graphs, all_ingredients
+
+
+def _recipe_layout(name: str, graph: dict, rng: random.Random, all_ingredients: list[str]) -> RecipeLayout:
+    steps = recipe_steps(graph)
+    present = [x for x in graph["all_mapped_ingredients_unique"] if x != "None"]
+    base = sorted({s.rule for s in steps if s.rule is not None}) + [ingredient_claim(x) for x in present]
+    rng.shuffle(base)
+    base.append("We now START.")
+    cooking = [j for j, s in enumerate(steps) if s.ingredients and "ingredients (" in s.claim]
+    return RecipeLayout(name, base, [s.claim for s in steps], cooking, [x for x in all_ingredients if x not in present])
+
+
+def recipe_layouts(n: int = 60, recipes: Sequence[str] | None = None, seed: int = 0,
+                   data_dir: str | None = None) -> list[RecipeLayout]:
+    """The problems of :func:`recipes_bon` (same arguments, same problems), without candidates."""
+    _check("n", n, 1)
+    names, graphs, all_ingredients = _recipe_graphs(recipes, data_dir)
+    return [_recipe_layout(names[i % len(names)], graphs[names[i % len(names)]],
+                           random.Random(f"recipes-bon/{seed}/{i}/{names[i % len(names)]}"), all_ingredients)
+            for i in range(n)]
 
 
 def recipes_bon(
@@ -173,33 +267,17 @@ def recipes_bon(
     _check("n", n, 1)
     _check("candidates", candidates, 1)
     low, high = _check_range(sound_range)
-    graphs = dict(load_recipe_graphs(data_dir))
-    names = sorted(graphs) if recipes is None else list(recipes)
-    unknown = [r for r in names if r not in graphs]
-    if unknown or not names:
-        raise ValueError(f"recipes={unknown or names!r}: no such recipe graphs; choose from {sorted(graphs)}.")
-    all_ingredients = sorted({x for g in graphs.values() for x in g["all_mapped_ingredients_unique"] if x != "None"})
+    names, graphs, all_ingredients = _recipe_graphs(recipes, data_dir)
     out = []
     for i in range(n):
         name = names[i % len(names)]
-        graph = graphs[name]
         rng = random.Random(f"recipes-bon/{seed}/{i}/{name}")
-        steps = recipe_steps(graph)
-        present = [x for x in graph["all_mapped_ingredients_unique"] if x != "None"]
-        base = sorted({s.rule for s in steps if s.rule is not None}) + [ingredient_claim(x) for x in present]
-        rng.shuffle(base)
-        base.append("We now START.")
-        sound_steps = [s.claim for s in steps]
-        cooking = [j for j, s in enumerate(steps) if s.ingredients and "ingredients (" in s.claim]
-        absent = [x for x in all_ingredients if x not in present]
+        layout = _recipe_layout(name, graphs[name], rng, all_ingredients)
+        base, sound_steps = layout.base_claims, layout.steps
         mistakes = []
         for _ in MISTAKE_WEIGHTS:  # a step, an ingredient it names, and the wrong one used instead
-            j = rng.choice(cooking)
-            used = _COOKED_WITH.search(steps[j].claim).group(1).split(", and ")
-            wrong = rng.choice(absent)
-            swapped = sound_steps[j].replace(f"ingredients ({', and '.join(used)}),", "ingredients ("
-                                             + ", and ".join([wrong if x == used[0] else x for x in used]) + "),")
-            mistakes.append((j, swapped))
+            j = rng.choice(layout.cooking)
+            mistakes.append((j, substitute_ingredient(sound_steps[j], rng.choice(layout.absent))))
         p_sound = rng.uniform(low, high)
         chains, correct, made = [], [], []
         for c in range(candidates):

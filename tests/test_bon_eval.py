@@ -10,6 +10,7 @@ import math
 
 import pytest
 
+from ares_rerank.answers import AnswerMatcher
 from ares_rerank.backbones.oracle import ClaimTreesOracle
 from ares_rerank.data.bon import claimtrees_answer, claimtrees_bon, recipe_answer
 from ares_rerank.evaluation.bon import evaluate_bon, n_values, pass_at_k
@@ -122,6 +123,7 @@ def test_rlhflow_schema_reads_label_or_labels_and_math_shepherd_step_tags(tmp_pa
     assert problem.correct == [True, False]
     assert list(problem.chains[0].steps) == ["r = 3", "So the answer is $(3,\\frac{\\pi}{2})$"]
     assert list(problem.chains[1].steps) == ["r = 3", "So \\boxed{(3,\\pi)}"]
+    assert AnswerMatcher().group(problem.texts)[1][0] == "(3,\\frac{\\pi}{2})"  # the step tag is not the answer
 
 
 def test_file_schema_errors_name_the_record_and_the_fix(tmp_path):

@@ -157,7 +157,7 @@ def load_bon_file(
             skipped += 1
             continue
         if kind == "search-and-learn":
-            correct = [matcher.is_correct(t, gold) for t in texts]
+            correct = [matcher.is_correct(t.replace(_STEP_TAG, ""), gold) for t in texts]
         else:
             if not isinstance(labels, list) or len(labels) != len(texts):
                 raise ValueError(f"{where}: 'label'/'labels' must list one 0/1 per answer ({len(texts)} answers).")
@@ -169,7 +169,8 @@ def load_bon_file(
         for t in texts:
             steps = _steps(t, step_separator)
             chains.append(Chain(list(base), steps) if steps else None)
-        problems.append(BonProblem(f"{number}", list(texts), chains, correct, given))
+        texts = [t.replace(_STEP_TAG, "") for t in texts]  # "The answer is: 18 ки" reads as 18
+        problems.append(BonProblem(f"{number}", texts, chains, correct, given))
     if not problems:
         raise ValueError(f"path={str(path)!r} holds no problem with candidates.")
     stem = os.path.splitext(os.path.basename(os.fspath(path)))[0]

@@ -82,9 +82,12 @@ __all__ = [
     "ares_scores",
     "certified",
     "check_evaluations",
+    "exact_step",
+    "groups_to_drop",
     "check_sample_size",
     "row_keys",
     "sample_size",
+    "split_masks",
 ]
 
 #: Bumped whenever the same settings can give different scores, in the estimator or in a premise selector it projects
@@ -205,12 +208,7 @@ class _Run:
     def _split(self, bit: int, q: np.ndarray) -> None:
         """Each mask -> (claim ``bit`` accepted, ``w*q``) and (rejected, ``w*(1-q)``); merge masks with the same
         future; keep the ``16 * max_masks`` heaviest (the rest adds to the dropped mass)."""
-        accepted = self.rows.copy()
-        accepted[:, bit] = True
-        rows = np.concatenate([accepted, self.rows])
-        weights = np.concatenate([self.weights * q, self.weights * (1.0 - q)])
-        live = weights > 0.0
-        rows, weights = rows[live], weights[live]
+        rows, weights = split_masks(self.rows, self.weights, bit, q)
         future = self.future[min(self.k + 1, self.chain.num_steps)] if bit >= self.chain.num_base else self.future[0]
         if not future[: bit + 1].all() and len(rows) > 1:  # some decided claim can no longer matter: merge on the rest
             counts = rows.sum(axis=1) if self.uses_count else None
@@ -232,16 +230,7 @@ class _Run:
         enumeration (:meth:`_leave`)."""
         group_weights = np.bincount(self.inverse, weights=self.weights, minlength=len(self.selected))
         need = [g for g, chosen in enumerate(self.selected) if (self.k, chosen) not in self.memo]
-        budget = self.config.prune_budget  # spent greedily from the first step: measured cheaper than any schedule
-        order = sorted(need, key=lambda g: (group_weights[g], g))
-        over = max(0, len(self.selected) - self.config.mask_budget)
-        drop = []
-        for g in order:
-            within = self.dropped + group_weights[g] <= budget
-            if len(drop) + 1 >= len(self.selected) or not (within or len(drop) < over):
-                break
-            drop.append(g)
-            self.dropped += float(group_weights[g])
+        drop, self.dropped = groups_to_drop(group_weights, need, self.dropped, self.config)
         if drop:
             out = np.isin(self.inverse, drop)
             self._leave(self.rows[out], self.weights[out], self.k)
@@ -304,16 +293,8 @@ class _Run:
             self.scores.append(float(q.mean()))
             self.rows[:, bit] = self.rng.random(self.n_samples) < q  # each trajectory draws its own Bernoulli(q)
         else:
-            # tau_k lies in [S, S + D] (S: the kept masks' sum, D: the dropped mass). Report the point nearest the
-            # kept masks' mean S / (1 - D) (what the dropped masks most resemble) whose worst-case error stays within
-            # max(eps, D / 2): the mean itself while D <= eps, pulled toward the midpoint only as far as needed.
-            total, kept = float(self.weights @ q), float(self.weights.sum())
+            total, point, bound = exact_step(self.weights, q, self.dropped, self.config.eps)
             self.steps_seen.append((total, self.dropped))
-            if self.dropped > 0.0:
-                mean = min(1.0, max(0.0, total / kept)) if kept > 0.0 else 0.5
-                point, bound = certified(total, total + self.dropped, mean, self.config.eps)
-            else:
-                point, bound = min(1.0, max(0.0, total)), 0.0
             self.scores.append(point)
             self.bounds.append(bound)
             if self.k + 1 < self.chain.num_steps:
@@ -377,6 +358,47 @@ class _Run:
             error_bounds=None if self.sample else list(self.bounds),
             chain_id=self.chain.id,
         )
+
+
+def split_masks(rows: np.ndarray, weights: np.ndarray, bit: int, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each mask -> (claim ``bit`` accepted, ``w*q``) and (rejected, ``w*(1-q)``); masks of weight 0 are dropped."""
+    accepted = rows.copy()
+    accepted[:, bit] = True
+    rows = np.concatenate([accepted, rows])
+    weights = np.concatenate([weights * q, weights * (1.0 - q)])
+    live = weights > 0.0
+    return rows[live], weights[live]
+
+
+def groups_to_drop(group_weights: np.ndarray, need: Sequence[int], dropped: float,
+                   config: AresConfig) -> tuple[list[int], float]:
+    """Exact mode's pruning: the lightest groups that need a backbone call, left unevaluated while the dropped mass
+    stays within ``config.prune_budget`` (at least one group is kept), then any beyond ``config.mask_budget`` groups.
+    Returns the groups to drop and the dropped mass after them. The budget is spent greedily from the first step:
+    measured cheaper than any schedule."""
+    order = sorted(need, key=lambda g: (group_weights[g], g))
+    over = max(0, len(group_weights) - config.mask_budget)
+    drop: list[int] = []
+    for g in order:
+        within = dropped + group_weights[g] <= config.prune_budget
+        if len(drop) + 1 >= len(group_weights) or not (within or len(drop) < over):
+            break
+        drop.append(g)
+        dropped += float(group_weights[g])
+    return drop, dropped
+
+
+def exact_step(weights: np.ndarray, q: np.ndarray, dropped: float, eps: float) -> tuple[float, float, float]:
+    """``(S, point, bound)`` of one exact step: tau_k lies in ``[S, S + D]`` (S: the kept masks' sum of ``w * q``,
+    D: the dropped mass). The point reported is the one nearest the kept masks' mean ``S / (1 - D)`` (what the dropped
+    masks most resemble) whose worst-case error stays within ``max(eps, D / 2)``: the mean itself while D <= eps,
+    pulled toward the midpoint only as far as needed."""
+    total, kept = float(weights @ q), float(weights.sum())
+    if dropped > 0.0:
+        mean = min(1.0, max(0.0, total / kept)) if kept > 0.0 else 0.5
+        point, bound = certified(total, total + dropped, mean, eps)
+        return total, point, bound
+    return total, min(1.0, max(0.0, total)), 0.0
 
 
 def certified(low: float, high: float, estimate: float, eps: float) -> tuple[float, float]:

@@ -41,7 +41,7 @@ from .backbones.base import Backbone, PairBatch
 from .backbones.selection import premise_selector
 from .chain import Chain, ChainScores
 from .config import AresConfig, check_sample_size, is_int
-from .estimator import certified, check_evaluations, row_keys
+from .estimator import check_evaluations, exact_step, groups_to_drop, row_keys, split_masks
 
 
 __all__ = ["AresStream", "StreamState"]
@@ -140,12 +140,7 @@ class StreamState:
         max_masks`` are kept, the rest adds to the dropped mass."""
         if bit >= self.rows.shape[1]:
             self.rows = np.concatenate([self.rows, np.zeros((len(self.rows), 1), dtype=bool)], axis=1)
-        accepted = self.rows.copy()
-        accepted[:, bit] = True
-        rows = np.concatenate([accepted, self.rows])
-        weights = np.concatenate([self.weights * q, self.weights * (1.0 - q)])
-        live = weights > 0.0
-        rows, weights = rows[live], weights[live]
+        rows, weights = split_masks(self.rows, self.weights, bit, q)
         cap = 16 * self.stream.config.mask_budget
         if len(rows) > cap:
             order = np.argsort(-weights, kind="stable")
@@ -157,18 +152,9 @@ class StreamState:
     def _prune(self, groups: "_Groups", memo: dict) -> None:
         """Leave the lightest groups that need a backbone call unevaluated while the dropped mass stays within the
         budget (one group is always kept), then any beyond ``max_masks`` groups (as the batch estimator does)."""
-        config = self.stream.config
         group_weights = np.bincount(groups.inverse, weights=self.weights, minlength=len(groups.keys))
         need = [g for g, key in enumerate(groups.keys) if key not in memo]
-        order = sorted(need, key=lambda g: (group_weights[g], g))
-        over = max(0, len(groups.keys) - config.mask_budget)
-        drop: list[int] = []
-        for g in order:
-            within = self.dropped + group_weights[g] <= config.prune_budget
-            if len(drop) + 1 >= len(groups.keys) or not (within or len(drop) < over):
-                break
-            drop.append(g)
-            self.dropped += float(group_weights[g])
+        drop, self.dropped = groups_to_drop(group_weights, need, self.dropped, self.stream.config)
         if drop:
             keep = ~np.isin(groups.inverse, drop)
             self.rows, self.weights = self.rows[keep], self.weights[keep]
@@ -370,12 +356,7 @@ class AresStream:
 
     def _advance_exact(self, state: StreamState, groups: _Groups) -> None:
         q = self._values(groups)
-        total, kept = float(state.weights @ q), float(state.weights.sum())
-        if state.dropped > 0.0:
-            mean = min(1.0, max(0.0, total / kept)) if kept > 0.0 else 0.5
-            point, bound = certified(total, total + state.dropped, mean, self.config.eps)
-        else:
-            point, bound = min(1.0, max(0.0, total)), 0.0
+        _, point, bound = exact_step(state.weights, q, state.dropped, self.config.eps)
         state.step_scores.append(point)
         state.bounds.append(bound)
         state._split(len(state.base_claims) + state.num_steps - 1, q)

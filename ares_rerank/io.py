@@ -38,7 +38,9 @@ __all__ = [
     "read_utf8",
     "record_key",
     "release_lock",
+    "remove_stale_folders",
     "remove_stale_temps",
+    "staging_folder",
     "write_atomic",
 ]
 
@@ -94,6 +96,40 @@ def remove_stale_temps(path: Path) -> None:
         with contextlib.suppress(OSError):
             if now - old.lstat().st_mtime > STALE_TEMP_SECONDS:
                 old.unlink()
+
+
+def staging_folder(path: Path, kind: str) -> Path:
+    """A new private folder ``.<name>.<kind>-<pid>-*`` beside ``path`` for a save to write into; those that killed
+    saves of ``path`` left (their process is gone, or they are older than :data:`STALE_TEMP_SECONDS`) are removed
+    first, so they never pile up."""
+    remove_stale_folders(path, kind)
+    return Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.{kind}-{os.getpid()}-"))
+
+
+def remove_stale_folders(path: Path, kind: str) -> None:
+    """Remove the folders ``.<name>.<kind>-*`` beside ``path`` that a killed save left: made by a process that no
+    longer runs (the pid in the name), or older than :data:`STALE_TEMP_SECONDS` (a name without one)."""
+    import shutil
+
+    now = time.time()
+    for old in path.parent.glob(f".{glob.escape(path.name)}.{kind}-*"):
+        pid = old.name[len(f".{path.name}.{kind}-"):].partition("-")[0]
+        with contextlib.suppress(OSError):
+            if old.is_symlink() or not old.is_dir():
+                continue
+            if (_process_gone(int(pid)) if pid.isdigit() and int(pid) != os.getpid()
+                    else now - old.lstat().st_mtime > STALE_TEMP_SECONDS):
+                shutil.rmtree(old)
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it runs, as another user
+        return False
+    return False
 
 
 def _created_mode(base: int) -> int:
@@ -180,19 +216,20 @@ def atomic_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
     ``path`` (the old folder is moved aside, then removed), and when it raises it is removed and ``path`` is untouched.
 
     The swap is two renames in the same folder: a process killed between them leaves the previous version as
-    ``.<name>.old-*`` beside ``path``, never a half-written folder at ``path``.
+    ``.<name>.old-*`` beside ``path``, never a half-written folder at ``path``. What killed saves left beside
+    ``path`` (``.<name>.new-*``, ``.<name>.old-*``) is removed by the next save (:func:`remove_stale_folders`).
     """
     import shutil
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fresh = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.new-"))
+    fresh = staging_folder(path, "new")
     try:
         os.chmod(fresh, _created_mode(0o777))  # a folder like mkdir's, not mkdtemp's private 0o700
         yield fresh
         old = None
         if path.exists() or path.is_symlink():
-            old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.old-"))
+            old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.old-{os.getpid()}-"))
             os.rmdir(old)
             os.replace(path, old)
         os.replace(fresh, path)
@@ -200,6 +237,7 @@ def atomic_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
             shutil.rmtree(old, ignore_errors=True)
         elif old is not None:
             old.unlink()
+        remove_stale_folders(path, "old")  # a previous version a killed swap left: ``path`` is whole again
     except BaseException:
         shutil.rmtree(fresh, ignore_errors=True)
         raise

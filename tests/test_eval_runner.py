@@ -179,6 +179,18 @@ def test_eval_name_and_cache_dir_are_checked_before_any_work(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "out"] and not any(out.iterdir())
 
 
+@pytest.mark.parametrize("suffix", [".json", ".md"])
+def test_a_folder_in_place_of_a_results_file_is_refused_before_any_work(tmp_path, capsys, suffix):
+    """A folder named <out>/<name>.json failed after the work with "Is a directory: <out>/.r.json.xxxx.tmp"."""
+    out = tmp_path / "out"
+    (out / f"r{suffix}").mkdir(parents=True)
+    code = cli_main(["eval", "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "ares", "--out",
+                     str(out), "--name", "r", "--no-progress"])
+    assert code == 2
+    assert f"--out: {str(out / f'r{suffix}')!r} is a folder where the results file is" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == [f"r{suffix}"]  # no cache: nothing was scored
+
+
 def test_backbone_names(tmp_path):
     from ares_rerank import load_backbone
     from ares_rerank.evaluation.backbones import backbone_key

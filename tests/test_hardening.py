@@ -295,7 +295,7 @@ def test_a_huge_calibration_file_is_refused_before_it_is_read(tmp_path, monkeypa
     with open(path, "wb") as handle:  # sparse: 2 GiB long, no disk used
         handle.truncate(2 << 30)
     tracemalloc.start()
-    with pytest.raises(ValueError, match=r"is 2,147,483,648 bytes, more than a calibration file can be") as info:
+    with pytest.raises(ValueError, match=r"is 2,147,483,648 bytes, more than a file of this kind can be") as info:
         read_calibration(tmp_path)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
@@ -303,7 +303,7 @@ def test_a_huge_calibration_file_is_refused_before_it_is_read(tmp_path, monkeypa
     path.write_text(json.dumps({"temperature": 1.3, "note": "x" * 1000}))
     assert read_calibration(tmp_path)["temperature"] == 1.3
     monkeypatch.setattr(hub, "MAX_CALIBRATION_BYTES", 100)  # the bound itself, on a small file
-    with pytest.raises(ValueError, match="more than a calibration file can be"):
+    with pytest.raises(ValueError, match="more than a file of this kind can be"):
         read_calibration(tmp_path)
 
 
@@ -354,6 +354,55 @@ def test_position_table_offsets_of_roberta_style_models(tiny_nli_path):
 
 
 # -- 4. paths and caches -----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text", ['{"peft_type": "LORA", "base_mod', "[1, 2]"])
+def test_a_corrupt_adapter_config_is_an_error_naming_it(tmp_path, text):
+    """A cut-off adapter_config.json was a bare JSONDecodeError naming no file."""
+    from ares_rerank.backbones.hub import DEFAULT_HEAD_DIR
+    from ares_rerank.backbones.loading import load_backbone
+
+    folder = shutil.copytree(DEFAULT_HEAD_DIR, tmp_path / "head")
+    (folder / "adapter_config.json").write_text(text)
+    for kind in (None, "nli"):  # kind detection reads it first; a given kind reads it when locating the base
+        with pytest.raises(ValueError, match="save or download the adapter again") as info:
+            load_backbone(folder, kind=kind, device="cpu")
+        assert str(folder / "adapter_config.json") in str(info.value)
+
+
+def test_a_fifo_as_a_tokenizer_file_is_an_error_naming_it(tiny_nli_path, tmp_path):
+    """A FIFO tokenizer.json gave transformers' generic "couldn't instantiate the backend tokenizer" (reading it
+    would block until a writer came)."""
+    from ares_rerank.backbones.loading import load_backbone
+
+    folder = shutil.copytree(tiny_nli_path, tmp_path / "head")
+    (folder / "tokenizer.json").unlink()
+    os.mkfifo(folder / "tokenizer.json")
+    with pytest.raises(ValueError, match="is a FIFO \\(named pipe\\), not a regular file") as info:
+        load_backbone(folder, kind="nli", device="cpu")
+    assert str(folder / "tokenizer.json") in str(info.value)
+
+
+def test_staging_folders_of_killed_saves_are_removed_by_the_next_save(tmp_path):
+    """A head save killed mid-way left .<name>.saving-* beside the head, and nothing ever removed it."""
+    from ares_rerank.backbones.loading import load_backbone
+    from ares_rerank.io import atomic_folder
+
+    dead = 4_194_305  # above Linux's largest pid: no such process
+    folder = tmp_path / "head"
+    left = {name: tmp_path / name for name in (f".head.saving-{dead}-a1", ".head.saving-b2", f".head.new-{dead}-c3",
+                                                f".head.old-{dead}-d4", f".head.saving-{os.getppid()}-e5")}
+    for path in left.values():
+        path.mkdir()
+        (path / "model.safetensors").write_bytes(b"x" * 100)
+    old = time.time() - 7200
+    os.utime(left[".head.saving-b2"], (old, old))  # no pid in its name: stale by its age
+    load_backbone("default", device="cpu").save_pretrained(folder)
+    assert {p.name for p in tmp_path.iterdir()} == {
+        "head", f".head.new-{dead}-c3", f".head.old-{dead}-d4", f".head.saving-{os.getppid()}-e5"}
+    with atomic_folder(folder) as fresh:  # the kind of save that train / calibrate make
+        (fresh / "x.json").write_text("{}")
+    assert {p.name for p in tmp_path.iterdir()} == {"head", f".head.saving-{os.getppid()}-e5"}  # still running
+
+
 def test_write_calibration_refuses_a_symlinked_file_and_leaves_its_target(tmp_path):
     outside = tmp_path / "elsewhere.json"
     outside.write_text('{"temperature": 2.0}')

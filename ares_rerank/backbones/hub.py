@@ -40,12 +40,14 @@ __all__ = [
     "PACKAGED_ENCODER_HUB_ID",
     "adapter_base_model",
     "check_calibration",
+    "check_model_files",
     "check_scale",
     "head_file",
     "hub_model_id",
     "load_model_and_tokenizer",
     "named_load_errors",
     "probe_file",
+    "read_adapter_config",
     "read_calibration",
     "resolve_model_name",
     "select_device",
@@ -228,21 +230,34 @@ def _broken_link(path: Path) -> str:
     return "cannot be read"
 
 
-def _read_json_bounded(path: Path) -> Any:
-    """The JSON of a calibration file of at most :data:`MAX_CALIBRATION_BYTES` (the size checked before reading)."""
+def _read_json_bounded(path: Path, example: str = '{"temperature": 1.3}', fix: str = "calibrate the head again") -> Any:
+    """The JSON of a small file (at most :data:`MAX_CALIBRATION_BYTES`, the size checked before reading), or a
+    ValueError naming the file, what it should hold (``example``) and the ``fix``."""
     size = path.stat().st_size
     with open(path, "rb") as handle:
         raw = handle.read(MAX_CALIBRATION_BYTES + 1) if size <= MAX_CALIBRATION_BYTES else b""
     if size > MAX_CALIBRATION_BYTES or len(raw) > MAX_CALIBRATION_BYTES:
         raise ValueError(
-            f"{path} is {max(size, len(raw)):,} bytes, more than a calibration file can be ({MAX_CALIBRATION_BYTES:,}; "
-            "the shipped head's is 3 KB), so it was not read: replace it with the head's calibration record, e.g. "
-            "{\"temperature\": 1.3}, or calibrate the head again."
+            f"{path} is {max(size, len(raw)):,} bytes, more than a file of this kind can be "
+            f"({MAX_CALIBRATION_BYTES:,}; the shipped head's calibration file is 3 KB), so it was not read: replace "
+            f"it with the right record, e.g. {example}, or {fix}."
         )
     try:
         return json.loads(raw.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path} is not valid JSON ({err}): expected e.g. {{\"temperature\": 1.3}}.") from err
+        raise ValueError(f"{path} is not valid JSON ({err}): expected e.g. {example}; {fix}.") from err
+
+
+def read_adapter_config(path: str | Path) -> dict[str, Any]:
+    """A peft ``adapter_config.json`` as a dict, or a ValueError naming the file (a cut-off download or save was a bare
+    JSONDecodeError)."""
+    path = Path(path)
+    data = _read_json_bounded(path, '{"peft_type": "LORA", "base_model_name_or_path": ...}',
+                              "save or download the adapter again")
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} holds a JSON {type(data).__name__}, not an object: it is no peft adapter config; "
+                         "save or download the adapter again.")
+    return data
 
 
 def check_scale(temperature: Any, bias: Any, where: str = "", fix: str = "") -> tuple[float, float]:
@@ -307,7 +322,7 @@ def adapter_base_model(adapter: str | Path, base_model: str | Path | None = None
         A loadable name or path (the packaged encoder, by either name, resolved to the installed folder).
     """
     path = Path(adapter)
-    config = json.loads((path / "adapter_config.json").read_text())
+    config = read_adapter_config(path / "adapter_config.json")
     base = base_model or config.get("base_model_name_or_path")
     if not base:
         raise ValueError(
@@ -347,7 +362,7 @@ def _locate(name_or_path: str, adapter: str | None, base_model: str | None, opti
         options = _pinned(options, adapter_config)
         if head_file(head, "adapter_model.safetensors", options) is None:
             head_file(head, "adapter_model.bin", options)
-    config = json.loads(adapter_config.read_text())
+    config = read_adapter_config(adapter_config)
     recorded = config.get("base_model_name_or_path")
     base = base_model or (name_or_path if adapter is not None else None) or recorded
     if not base:
@@ -425,10 +440,40 @@ def load_model_and_tokenizer(
         raise TypeError(f"trust_remote_code={trust_remote_code!r} must be True or False (a string would run the "
                         "checkpoint's own code whatever it says).")
     options = HubOptions(revision=revision, token=token, cache_dir=cache_dir, local_files_only=local_files_only)
+    check_model_files(name_or_path, adapter, base_model)  # before anything reads them (a FIFO would block)
     sources = _locate(str(name_or_path), None if adapter is None else str(adapter),
                       None if base_model is None else str(base_model), options)
+    check_model_files(sources.model, sources.tokenizer, sources.adapter)
     with _loading(sources, name_or_path):
         return _load(sources, auto_class, device, dtype, trust_remote_code, model_kwargs, calibrated)
+
+
+# What transformers, tokenizers and peft read from a model folder, by suffix.
+_MODEL_FILE_SUFFIXES = {".json", ".txt", ".model", ".safetensors", ".bin", ".jinja", ".py", ".tiktoken", ".msgpack"}
+
+
+def check_model_files(*folders: str | Path | None) -> None:
+    """A ValueError naming the file when a local model folder among ``folders`` holds, under a model file's name
+    (``tokenizer.json``, ``vocab.txt``, ``config.json``, ...), something that is no regular file: a FIFO blocked the
+    tokenizer load forever, or failed with transformers' generic "cannot instantiate this tokenizer". Hub ids and
+    missing paths are skipped (their loaders say what is wrong)."""
+    import stat
+
+    for folder in folders:
+        if folder is None or not Path(str(folder)).is_dir():
+            continue
+        for entry in Path(str(folder)).iterdir():
+            if entry.suffix not in _MODEL_FILE_SUFFIXES:
+                continue
+            try:
+                mode = entry.stat().st_mode
+            except OSError:  # a dangling link: the loader names it missing
+                continue
+            if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+                kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(
+                    mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+                raise ValueError(f"{entry} is {kind}, not a regular file, so the model cannot be read from "
+                                 f"{str(folder)!r}: replace it with the real file (save or download the model again).")
 
 
 @contextlib.contextmanager

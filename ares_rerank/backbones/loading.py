@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 import re
 import warnings
 from dataclasses import replace
@@ -42,6 +41,7 @@ from .hub import (
     load_model_and_tokenizer,
     named_load_errors,
     probe_file,
+    read_adapter_config,
     read_calibration,
     resolve_model_name,
 )
@@ -223,7 +223,7 @@ def _detect_from_files(name_or_path: str, kwargs: dict[str, Any]) -> str:
     name_or_path = resolve_model_name(name_or_path, options.revision)
     adapter_config = probe_file(name_or_path, "adapter_config.json", options)
     if adapter_config is not None:
-        adapter = json.loads(adapter_config.read_text())
+        adapter = read_adapter_config(adapter_config)
         if adapter.get("task_type") in _ADAPTER_TASKS:
             return _ADAPTER_TASKS[adapter["task_type"]]
         recorded = adapter.get("base_model_name_or_path")

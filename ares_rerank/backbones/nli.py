@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..io import staging_folder
 from .card import model_card
 from .hf import HFBackbone, softmax_pick
 from .hub import CALIBRATION_FILE, DEFAULT_HEAD_DIR, check_scale, hub_model_id, load_model_and_tokenizer
@@ -231,7 +231,7 @@ class EntailmentHead(HFBackbone):
         folder.mkdir(parents=True, exist_ok=True)
         # Everything is written beside the folder first and moved in at the end: an interrupted save leaves the
         # folder as it was, never new weights beside an earlier head's calibration.
-        staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}.saving-"))
+        staging = staging_folder(folder, "saving")  # a killed save's staging folder is removed first
         try:
             self._save_into(staging, save_tokenizer, base_model, repo_id, folder)
             _move_into(staging, folder, adapter=hasattr(self.model, "peft_config"))

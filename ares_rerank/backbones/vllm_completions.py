@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+from .hub import check_model_files
 from .loading import backbone_class
 from .prms.base import PRMBackbone
 from .served import (
@@ -160,5 +161,6 @@ class VLLMCompletionsPRM:
         if isinstance(tokenizer, str) or hasattr(tokenizer, "__fspath__"):
             from transformers import AutoTokenizer
 
+            check_model_files(tokenizer)  # a FIFO tokenizer.json would block the load
             tokenizer = AutoTokenizer.from_pretrained(str(tokenizer), trust_remote_code=trust_remote_code)
         return served_family(family)(str(name_or_path), tokenizer, **kwargs)

@@ -31,6 +31,7 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
+from .hub import check_model_files
 from .prms import StepTagPRM
 from .served import (
     DEFAULT_MAX_RESPONSE_BYTES,
@@ -214,6 +215,7 @@ def _load_tokenizer(tokenizer: Any, trust_remote_code: bool) -> Any:
     if isinstance(tokenizer, (str, Path)):
         from transformers import AutoTokenizer
 
+        check_model_files(tokenizer)  # a FIFO tokenizer.json would block the load
         return AutoTokenizer.from_pretrained(str(tokenizer), trust_remote_code=trust_remote_code)
     if not hasattr(tokenizer, "encode"):
         raise TypeError(f"tokenizer={tokenizer!r} is not a tokenizer: pass a folder, a hub id or a tokenizer object.")

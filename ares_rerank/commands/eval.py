@@ -146,6 +146,16 @@ def check_previous_results(path: Path, settings: dict[str, Any]) -> None:
                          "pass --name <stem> to keep both, or --overwrite to replace it.")
 
 
+def check_result_targets(out_dir: Path, stem: str, suffixes: tuple[str, ...]) -> None:
+    """Refuse, before any work, a results file name that is a folder (the write failed after the work, naming only
+    the temporary file beside it)."""
+    for suffix in suffixes:
+        target = out_dir / f"{stem}{suffix}"
+        if target.is_dir():
+            raise ValueError(f"--out: {str(target)!r} is a folder where the results file is to be written: move it "
+                             "away, or pass --name <stem> to write other files.")
+
+
 def _check_run_flags(args: argparse.Namespace) -> None:
     from ..io import check_output_dir
 
@@ -203,6 +213,7 @@ def run_bon(args: argparse.Namespace) -> int:
     settings = {"task": task.key, "backbone": args.backbone, "backbone_options": load_options or {},
                 "config": asdict(config), "methods": sorted(methods), "selections": selections,
                 "subsets": args.subsets, "seed": args.subset_seed}
+    check_result_targets(out_dir, stem, (".json", ".md", ".png"))
     if not args.overwrite:
         check_previous_results(out_dir / f"{stem}.json", {"settings": settings})
     backbone = None if methods == ["given"] else options.backbone_from_args(args)
@@ -234,6 +245,7 @@ def run(args: argparse.Namespace) -> int:
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     out_dir = Path(args.out)
     stem = args.name or f"{task.key}__{backbone_key(args.backbone, args.kind)}"
+    check_result_targets(out_dir, stem, (".json", ".md"))
     if not args.overwrite:
         check_previous_results(out_dir / f"{stem}.json", {
             "task": task_record(task), "backbone": args.backbone, "backbone_options": load_options or {},

@@ -82,7 +82,8 @@ def prompt_conversations(prompts: list[Any], use_chat_template: bool | None,
     return None if not conversations or conversations[0] is None else conversations  # type: ignore[return-value]
 
 
-def generate_new_tokens(model: Any, tokenizer: Any, texts: list[str], templated: bool, n: int, **kwargs: Any) -> Any:
+def generate_new_tokens(model: Any, tokenizer: Any, texts: list[str], templated: bool, n: int, /,
+                        **kwargs: Any) -> Any:
     """``model.generate`` on left-padded ``texts`` (``add_special_tokens=not templated``): the new token ids only,
     ``(len(texts) * n, new)``, grouped by text ``[t0s0, .., t0s(N-1), t1s0, ..]``; ``do_sample`` defaults to True
     and ``pad_token_id`` to the tokenizer's (its eos token when it has no pad token)."""

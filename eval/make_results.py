@@ -378,6 +378,7 @@ def build(args: argparse.Namespace) -> str:
         cost=cost_section(FIGURES / "cost_vs_length_oracle.png"), fig_cost=_rel(FIGURES / "cost_vs_length_oracle.png"),
         pending_table=pend_table, prm_skipped=skipped, real_section=real_backbone_section(real),
         bon_section=bon_section(cache, progress, real), bon_recipes_command=BON_RECIPES_COMMAND,
+        search_section=search_section(),
     )
 
 
@@ -393,6 +394,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_atomic(args.out, text)
     print(f"wrote {args.out}")
     return 0
+
+
+def search_section() -> str:
+    """Issue 40: step-level search against best-of-N on the simulated step generator. ClaimTrees with the rule oracle
+    is recomputed (about 2 minutes); default-head runs (``python -m eval.bench_search --task recipes``) are rendered
+    from ``eval/results/search/*.json``."""
+    import json
+
+    from ares_rerank.evaluation.search import evaluate_search, search_markdown
+    from ares_rerank.evaluation.simulated import claimtrees_simulation
+
+    parts = [search_markdown(evaluate_search(claimtrees_simulation(200), load_backbone("claimtrees-oracle"),
+                                             max_n=16, backbone_name="claimtrees-oracle"))]
+    for path in sorted((Path(__file__).resolve().parent / "results" / "search").glob("*__default.json")):
+        parts.append(search_markdown(json.loads(path.read_text(encoding="utf-8"))))
+    return "\n\n".join(parts)
 
 
 if __name__ == "__main__":

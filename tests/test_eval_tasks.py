@@ -72,6 +72,25 @@ def test_prmbench_filters_and_bad_options():
         load_task("prmbench", split="dev")
 
 
+def test_prmbench_test_p2_files_load_with_split_test_p2(tmp_path):
+    """PRMBench's own prm800k_test_p2_4o_*.jsonl files were refused: the file-name patterns knew only the p1 split."""
+    record = {"idx": "prm_test_p2_0", "classification": "circular", "question": "Q?", "original_question": "Q?",
+              "modified_question": "Q?", "original_process": ["1. a", "2. b"], "modified_process": ["1. a", "2. c"],
+              "error_steps": [2]}
+    folder = tmp_path / "prmbench"
+    folder.mkdir()
+    for kind in ("circular", "confidence"):
+        (folder / f"prm800k_test_p2_4o_{kind}.jsonl").write_text(
+            json.dumps({**record, "classification": kind}) + "\n")
+    task = load_task("prmbench", path=folder, split="test_p2")
+    assert [c.meta["classification"] for c in task.chains] == ["circular", "confidence"]
+    assert task.chains[0].labels == (0, 1) and task.info["split"] == "test_p2" and "test_p2" in task.key
+    with pytest.raises(FileNotFoundError, match=r"holds the test_p2 split: pass split='test_p2' \(--split test_p2\)"):
+        load_task("prmbench", path=folder)  # the default split is test_p1
+    single = load_task("prmbench", path=folder / "prm800k_test_p2_4o_circular.jsonl", split="test_p2")
+    assert len(single.chains) == 1
+
+
 def test_bigbench_mistake_shapes_and_labels():
     shared_data("bigbench_mistake")
     task = load_task("bbm")

@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="ClaimTrees: the research code's labels (a deleted fact labels every step sound).")
     task.add_argument("--path", default=None, help="Data file, folder or hub id (prmbench, bbm, processbench).")
     task.add_argument("--data-dir", default=None, help="The shared data folder (default $ARES_DATA_DIR).")
-    task.add_argument("--split", default=None, help="prmbench: test or train; processbench hub split.")
+    task.add_argument("--split", default=None, help="prmbench: test, test_p2 or train; processbench hub split.")
     task.add_argument("--classifications", default=None, help="prmbench: comma-separated error types to keep.")
     task.add_argument("--tasks", default=None, help="bbm: comma-separated task names to keep.")
     task.add_argument("--labels", default=None, help="bbm / processbench: propagate (default) or first.")
@@ -69,7 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "comma-separated graph names.")
     bon.add_argument("--selections", default="best,weighted,sound-weighted",
                      help="Selection rules per method (majority needs no verifier and is always reported).")
-    options.add_aggregate_argument(bon, "the chain score of --task bon (search-and-learn's 'last' is final)")
+    bon.add_argument("--aggregate", default="final", choices=["final", "mean", "min", "product"],
+                     help="Chain score from step scores (default: final, search-and-learn's 'last').")
     bon.add_argument("--max-n", type=int, default=None, help="Largest N (default: the fewest candidates).")
     bon.add_argument("--subsets", type=int, default=32, help="Random subsets per problem and N < N_max (32).")
     bon.add_argument("--subset-seed", type=int, default=0, help="Seed of the subsets (0).")

@@ -2,9 +2,10 @@
 
 Task metadata:
     name: PRMBench (Song et al. 2025, "PRMBench: A Fine-grained and Challenging Benchmark for Process-Level
-        Reward Models"), the ``test_p1`` files (718 records, 8 error types) or the ``train_p1_first400`` files.
-    source: ``<data>/prmbench/prm800k_{split}_p1*_4o_<type>.jsonl`` (ssmisya/PRMBench, Apache-2.0), a single file,
-        or a hub id when online.
+        Reward Models"), the ``test_p1`` files (718 records, 8 error types), the ``test_p2`` files
+        (``split="test_p2"``, the same fields) or the ``train_p1_first400`` files.
+    source: ``<data>/prmbench/prm800k_{test_p1,test_p2,train_p1_first400}_4o_<type>.jsonl`` (ssmisya/PRMBench,
+        Apache-2.0), a single file, or a hub id when online.
     chain: base claims = the question (one claim); steps = ``modified_process`` with a leading ``"1."`` numbering
         stripped (empty steps dropped, labels moved with their steps).
     labels: step i (1-based) is unsound iff i is in ``error_steps`` (PRMBench annotates every erroneous step, so no
@@ -31,7 +32,10 @@ from .base import TaskData, first_unsound, records_from, strip_numbering
 
 __all__ = ["load_task", "prmbench_chains"]
 
-_PATTERNS = {"test": "prm800k_test_p1_4o_*.jsonl", "train": "prm800k_train_p1_first400_4o_*.jsonl"}
+# split -> the files of it in a PRMBench folder: test_p1 (the evaluation set), test_p2 (the second test part, the same
+# fields) and train_p1_first400.
+_PATTERNS = {"test": "prm800k_test_p1_4o_*.jsonl", "test_p2": "prm800k_test_p2_4o_*.jsonl",
+             "train": "prm800k_train_p1_first400_4o_*.jsonl"}
 
 
 def _steps_and_labels(process: list[str], error_steps: set[int]) -> tuple[list[str], list[int]]:
@@ -63,6 +67,19 @@ def prmbench_chains(record: dict[str, Any], question: str = "paired") -> tuple[C
     return original, modified
 
 
+def _check_split_files(source: str | os.PathLike[str], split: str) -> None:
+    """A folder without the files of ``split`` but with another split's: a FileNotFoundError naming the split to pass."""
+    from pathlib import Path
+
+    folder = Path(source).expanduser()
+    if not folder.is_dir() or any(folder.glob(_PATTERNS[split])):
+        return
+    present = [name for name, pattern in _PATTERNS.items() if any(folder.glob(pattern))]
+    if present:
+        raise FileNotFoundError(f"path={str(source)!r} holds no PRMBench {split} files ({_PATTERNS[split]}) but holds "
+                                f"the {' and '.join(present)} split: pass split={present[0]!r} (--split {present[0]}).")
+
+
 def load_task(
     n: int | None = None,
     *,
@@ -78,7 +95,8 @@ def load_task(
     Args:
         n: Keep the first ``n`` records after filtering (files in sorted name order, lines in order); ``None`` = all.
         path: A file, a folder, or a hub id; ``None`` = ``<data_dir>/prmbench``.
-        split: ``"test"`` (``test_p1``, the evaluation set) or ``"train"`` (``train_p1_first400``) inside a folder.
+        split: ``"test"`` (``test_p1``, the evaluation set), ``"test_p2"`` (PRMBench's second test part) or
+            ``"train"`` (``train_p1_first400``) inside a folder.
         classifications: Keep only these error types (e.g. ``["circular", "confidence"]``); ``None`` = all.
         question: See :func:`prmbench_chains`.
         out_of_range: ``"skip"`` records naming an error step beyond the last step, or ``"ignore"`` those indices.
@@ -88,10 +106,11 @@ def load_task(
         A :class:`TaskData` with ``twins`` (original processes) and ``first_errors``.
     """
     if split not in _PATTERNS:
-        raise ValueError(f"split={split!r} is unknown: use 'test' or 'train'.")
+        raise ValueError(f"split={split!r} is unknown: use {', '.join(map(repr, _PATTERNS))}.")
     if out_of_range not in ("skip", "ignore"):
         raise ValueError(f"out_of_range={out_of_range!r} is unknown: use 'skip' (default) or 'ignore'.")
     source = path if path is not None else shared_data_dir("prmbench", data_dir)
+    _check_split_files(source, split)
     records = records_from(source, _PATTERNS[split], hub_split=split,
                            required=("question", "original_process", "modified_process", "error_steps"))
     if classifications:

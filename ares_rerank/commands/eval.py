@@ -69,8 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "comma-separated graph names.")
     bon.add_argument("--selections", default="best,weighted,sound-weighted",
                      help="Selection rules per method (majority needs no verifier and is always reported).")
-    bon.add_argument("--aggregate", default="final", choices=["final", "mean", "min", "product"],
-                     help="Chain score from step scores (default: final, search-and-learn's 'last').")
+    options.add_aggregate_argument(bon, "the chain score of --task bon (search-and-learn's 'last' is final)")
     bon.add_argument("--max-n", type=int, default=None, help="Largest N (default: the fewest candidates).")
     bon.add_argument("--subsets", type=int, default=32, help="Random subsets per problem and N < N_max (32).")
     bon.add_argument("--subset-seed", type=int, default=0, help="Seed of the subsets (0).")

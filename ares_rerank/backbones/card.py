@@ -57,6 +57,7 @@ def model_card(record: dict[str, Any], *, base_model: str | None, adapter: bool,
         "## Settings applied by ares-rerank\n\n" + _settings_table(record, label)
         + "\n\nThey live in `ares_calibration.json` and are applied when ares-rerank loads this repo.",
         "## Measured\n\n" + _metrics_table(record),
+        *([_adaptation(record["adaptation"])] if isinstance(record.get("adaptation"), dict) else []),
         "## Intended use and limits\n\n" + _limits(record),
         "## Load\n\n" + _loading(name, record, base_model, adapter),
     ]
@@ -104,6 +105,32 @@ def _metrics_table(record: dict[str, Any]) -> str:
                                                                           "lora_r", "seed") if key in training]
         note += "\n\nTraining: " + ", ".join(facts) + "." if facts else ""
     return "\n".join(lines) + note
+
+
+def _adaptation(adaptation: dict[str, Any]) -> str:
+    """The card section of a head adapted by ``ares-rerank adapt``: on what, how, and every check set before and
+    after (and any measurements added under ``measured``)."""
+    chains = adaptation.get("chains") or {}
+    replay = adaptation.get("replay") or {}
+    source = Path(str(adaptation.get("chains_file", "?"))).name
+    text = (f"Adapted from `{adaptation.get('head', '?')}` on {sum(chains.values())} labelled chains of `{source}` "
+            f"({chains.get('train', 0)} trained on, {chains.get('val', 0)} for the calibration, "
+            f"{chains.get('heldout', 0)} held out) with `ares-rerank adapt`, "
+            + (f"replaying {replay.get('pairs', 0)} pairs of {replay.get('chains', 0)} chains of the generated mix the "
+               f"head was trained on ({replay.get('share', 0):.0%} of each batch)" if replay.get("pairs")
+               else "without replay") + ".")
+    report = adaptation.get("report") or {}
+    rows = [f"| {name} ({entry.get('size', '')}) | {key} | {entry['before'][key]:.3f} | {entry['after'][key]:.3f} |"
+            for name, entry in (report.get("sets") or {}).items() for key in entry.get("before", {})
+            if key in entry.get("after", {})]
+    if rows:
+        text += "\n\n| set | measure | before | after |\n| --- | --- | --- | --- |\n" + "\n".join(rows)
+    if adaptation.get("wall_seconds") is not None:
+        text += (f"\n\nWall time {adaptation['wall_seconds']:.0f} s, CPU time {adaptation.get('cpu_seconds', 0):.0f} s "
+                 "(the checks included).")
+    if isinstance(adaptation.get("measured"), str) and adaptation["measured"]:
+        text += "\n\n" + adaptation["measured"]
+    return "## Adapted\n\n" + text
 
 
 def _limits(record: dict[str, Any]) -> str:

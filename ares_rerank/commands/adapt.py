@@ -1,0 +1,31 @@
+"""``ares-rerank adapt``: continue a trained entailment head on your labelled chains (:mod:`ares_rerank.training.adapt`).
+
+Examples:
+    ares-rerank adapt default --chains_file mine.jsonl --output_dir runs/my-head
+    ares-rerank adapt you/ares-head --chains_file mine.jsonl --output_dir runs/my-head --max_steps 300
+
+The head's LoRA rank, premise selection, window and calibration method come from the head; every batch replays
+pairs of the mix it was trained on (``--replay_share``), so it keeps what it knew. Prints a before / after table of
+your held-out chains and the head's own held-out pairs, and saves ``<output_dir>/head`` (load it with
+``load_backbone``) with a card that records the adaptation. ``--help`` after the head lists every option.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "adapt", help="Adapt a trained entailment head to your labelled chains (with replay: no forgetting).",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("head", metavar="HEAD", help="default (the shipped head), a head folder, or a hub id.")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="--chains_file FILE --output_dir DIR [--field value ...]")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ares_rerank.training.adapt import main
+
+    return int(main([args.head, *args.args]) or 0)

@@ -1,0 +1,298 @@
+"""Adapt a trained entailment head to your own labelled chains, without forgetting what it knew.
+
+    ares-rerank adapt default --chains_file mine.jsonl --output_dir runs/my-head
+    ares-rerank adapt runs/other/head --chains_file mine.jsonl --output_dir runs/my-head --max_steps 300
+
+From Python: ``adapt_head("default", "mine.jsonl", "runs/my-head")`` (keywords: the fields of
+:class:`AdaptArguments`).
+
+What it does: the head's LoRA rank, scale, premise selection, window and calibration method come from the head
+(``adapter_config.json`` and ``ares_calibration.json``); nothing has to be repeated. Your chains are split by chain into
+train / val / held-out; their pairs are built with the head's own premise selection. Every training batch mixes them
+with **replay** pairs (``replay_share`` of the batch): chains of the generated mix the head was trained on, rebuilt
+from the mix recorded in its calibration file (never stored; the shipped head's ClaimTrees and recipe chains), from its
+training split only. The adapter is trained further at its own rank, the calibration is refitted with the head's
+method on your val pairs and the head's own val pairs, and the head is saved to ``output_dir/head`` with a card that
+says what it was adapted on. Before and after, it measures your held-out chains (pair accuracy, ARES macro-F1 at the
+threshold 0.5) and the held-out pairs of every split on the head's card (accuracy, ECE), and prints the table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..chain import Chain
+from ..io import prepare_run_dir
+from .mix import MixArguments, training_chains
+from .pairs import build_pairs, pairs_dataset, split_chains
+
+
+__all__ = ["AdaptArguments", "AdaptedHead", "adapt_head", "format_report", "head_settings", "main", "resolve_head"]
+
+
+@dataclass
+class AdaptArguments:
+    """What ``ares-rerank adapt`` takes; the defaults suit a few dozen chains on a CPU (about 2-4 minutes)."""
+
+    chains_file: str = field(default="", metadata={
+        "help": "Your labelled chains (JSONL: {base_claims, steps, labels: 1 = unsound per step} or {prompt, "
+                "completion, labels}); at least 5."})
+    output_dir: str = field(default="", metadata={"help": "Where the adapted head (head/) and report.json go."})
+    max_steps: int = field(default=150, metadata={"help": "Optimizer steps."})
+    learning_rate: float = field(default=2e-4, metadata={"help": "Peak learning rate (linear decay)."})
+    batch_size: int = field(default=16, metadata={"help": "Pairs per step, replay pairs included."})
+    replay_share: float = field(default=0.5, metadata={
+        "help": "Share of each batch drawn from the head's own training mix, rebuilt from its record (0 = none: the "
+                "head forgets what your chains do not show)."})
+    replay_chains: int = field(default=300, metadata={"help": "Chains of the head's training split to replay from."})
+    heldout_fraction: float = field(default=0.2, metadata={
+        "help": "Share of your chains held out for the before / after check (never trained on)."})
+    val_fraction: float = field(default=0.1, metadata={
+        "help": "Share of your chains whose pairs, with the head's own val pairs, refit the calibration."})
+    seed: int = field(default=0, metadata={"help": "Seed of the splits, the replay draw and training."})
+    torch_threads: int = field(default=0, metadata={"help": "torch intra-op threads (0 = torch's default)."})
+    max_train_seconds: float = field(default=0.0, metadata={
+        "help": "Stop training after this many seconds (0 = no limit); the head is calibrated and saved as it is."})
+    revision: str | None = field(default=None, metadata={"help": "Revision of a hub head (branch, tag, commit)."})
+    cache_dir: str | None = field(default=None, metadata={"help": "Hub cache folder for a hub head."})
+    progress: bool = field(default=True, metadata={"help": "Show the training progress bar."})
+    overwrite_output_dir: bool = field(default=False, metadata={
+        "help": "Replace an adapted head an earlier run left in output_dir."})
+
+    def __post_init__(self) -> None:
+        if not self.chains_file:
+            raise ValueError("chains_file is required: pass --chains_file mine.jsonl (labelled chains, one per line).")
+        if not self.output_dir:
+            raise ValueError("output_dir is required: pass --output_dir runs/my-head (the head goes to head/ there).")
+        for name, low in (("max_steps", 1), ("batch_size", 1), ("replay_chains", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name}={value!r} must be an integer >= {low}.")
+        if not math.isfinite(self.learning_rate) or self.learning_rate <= 0:
+            raise ValueError(f"learning_rate={self.learning_rate} must be a finite number > 0, e.g. 2e-4.")
+        if not 0.0 <= self.replay_share < 1.0:
+            raise ValueError(f"replay_share={self.replay_share} must lie in [0, 1): 0.5 replays half of each batch, "
+                             "0 none.")
+        for name in ("heldout_fraction", "val_fraction"):
+            if not 0.0 < getattr(self, name) < 0.5:
+                raise ValueError(f"{name}={getattr(self, name)} must lie in (0, 0.5), e.g. 0.2.")
+        if not math.isfinite(self.max_train_seconds) or self.max_train_seconds < 0:
+            raise ValueError(f"max_train_seconds={self.max_train_seconds} must be a finite number >= 0 (0 = none).")
+        if self.torch_threads < 0:
+            raise ValueError(f"torch_threads={self.torch_threads} must be >= 0 (0 = torch's default).")
+
+
+@dataclass
+class AdaptedHead:
+    """What :func:`adapt_head` returns: the saved head's folder, its calibration record and the before / after
+    report (also in ``output_dir/report.json``)."""
+
+    folder: Path
+    calibration: dict[str, Any]
+    report: dict[str, Any]
+
+
+def resolve_head(head: str, revision: str | None = None, cache_dir: str | None = None) -> Path:
+    """The local folder of ``head``: ``"default"`` (the shipped head), a head folder, or a hub id (its snapshot)."""
+    from ..backbones.loading import DEFAULT_HEAD_DIR
+
+    if head == "default":
+        return DEFAULT_HEAD_DIR
+    if Path(head).is_dir():
+        return Path(head)
+    if Path(head).exists() or head.count("/") != 1:
+        raise ValueError(f"HEAD={head!r} is neither 'default', a head folder nor a hub id (owner/name): pass the "
+                         "folder `ares-rerank train head` wrote (<output_dir>/head) or a hub id.")
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(head, revision=revision, cache_dir=cache_dir))
+    except Exception as err:  # noqa: BLE001 -- offline, unknown repo, gated: all say the same to the user
+        raise ValueError(f"HEAD={head!r} is no local folder and did not download as a hub id ({type(err).__name__}: "
+                         f"{' '.join(str(err).split())[:200]}): check the id, or go online once "
+                         "(HF_HUB_OFFLINE=1 reads only the local cache).") from err
+
+
+def head_settings(folder: Path, head: str) -> dict[str, Any]:
+    """What adapting ``folder`` keeps from the head: rank, scale, dropout, base, premise selection, window, the
+    calibration method and the record itself."""
+    from ..backbones.hub import read_adapter_config, read_calibration
+
+    if not (folder / "adapter_config.json").is_file():
+        raise ValueError(f"HEAD={head!r} is a full model, not a LoRA adapter head: adapt continues an adapter. Train "
+                         "it on your chains with `ares-rerank train head --base_model <it>` instead.")
+    adapter = read_adapter_config(folder / "adapter_config.json")
+    record = read_calibration(folder)
+    method = (record.get("val") or {}).get("method") or ("platt" if record.get("bias") else "temperature")
+    return {"lora_r": int(adapter.get("r", 8)), "lora_alpha": int(adapter.get("lora_alpha", 16)),
+            "base_model": adapter.get("base_model_name_or_path") or record.get("base_model"),
+            "premise_selection": record.get("premise_selection") or "all",
+            "max_length": int(record.get("max_length") or 512), "calibration_method": method,
+            "temperature": float(record.get("temperature", 1.0)), "bias": float(record.get("bias", 0.0)),
+            "record": record}
+
+
+def replay_mix(record: dict[str, Any]) -> MixArguments | None:
+    """The generated mix the head was trained on (an adapted head keeps its original's), else ``None``."""
+    training = record.get("training") if isinstance(record.get("training"), dict) else {}
+    mix = training.get("replay_mix") or training.get("mix")
+    if not isinstance(mix, dict) or mix.get("chains_file"):
+        return None
+    known = {f.name for f in fields(MixArguments)}
+    return MixArguments(**{k: v for k, v in mix.items() if k in known})
+
+
+def _user_splits(args: AdaptArguments) -> dict[str, list[Chain]]:
+    from ..io import read_chains
+
+    chains = read_chains(args.chains_file)
+    unlabelled = [c.id for c in chains if c.labels is None]
+    if unlabelled or len(chains) < 5:
+        raise ValueError(f"chains_file={args.chains_file!r}: needs at least 5 chains (train, val, held-out), each with "
+                         f"'labels' (one per step, 1 = unsound); {len(chains)} chains, unlabelled: {unlabelled[:5]}.")
+    return split_chains(chains, {"val": args.val_fraction, "heldout": args.heldout_fraction}, seed=args.seed)
+
+
+def _user_oracle(chain: Chain) -> Any:
+    """A ClaimTrees chain of a known wording gets its rule oracle; any other chain its gold labels only."""
+    from .head import claimtrees_oracle_for
+
+    try:
+        return claimtrees_oracle_for(chain)
+    except ValueError:  # meta names a wording of its own: gold labels only
+        return None
+
+
+def _replay_parts(mix: MixArguments | None, args: AdaptArguments) -> dict[str, list[Any]]:
+    """Pairs of the head's own mix: ``train`` (from ``replay_chains`` chains of its training split), and its
+    ``val`` / ``test`` splits as the card reports them; ``chains``: the replayed chains' ids (all empty without a
+    recorded mix or with ``replay_share=0``)."""
+    from .head import claimtrees_oracle_for
+
+    if mix is None or args.replay_share == 0:
+        return {"train": [], "val": [], "test": [], "chains": []}
+    parts = split_chains(training_chains(mix), {"val": mix.val_fraction, "test": mix.test_fraction},
+                         seed=mix.mix_seed)
+    rng = random.Random(args.seed)
+    parts["train"] = rng.sample(parts["train"], min(args.replay_chains, len(parts["train"])))
+    pairs = {name: build_pairs(part, mix.premise_selection, claimtrees_oracle_for, mix.subsets_per_step,
+                               mix.mix_seed, mix.minimal_pairs) for name, part in parts.items()}
+    return {**pairs, "chains": [c.id for c in parts["train"]]}
+
+
+def _stream(user: list[dict[str, Any]], replay: list[dict[str, Any]], args: AdaptArguments) -> list[dict[str, Any]]:
+    """``max_steps * batch_size`` training rows: your pairs cycled (each seen equally often), replay pairs drawn
+    without repeats while they last, ``replay_share`` of them replay."""
+    rng = random.Random(args.seed)
+    total = args.max_steps * args.batch_size
+    n_replay = round(total * args.replay_share) if replay else 0
+
+    def cycled(rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        while len(out) < n:
+            out += rng.sample(rows, len(rows))
+        return out[:n]
+
+    rows = cycled(user, total - n_replay) + cycled(replay, n_replay)
+    rng.shuffle(rows)
+    return rows
+
+
+def adapt_head(head: str | Path = "default", chains_file: str | Path | None = None,
+               output_dir: str | Path | None = None, **kwargs: Any) -> AdaptedHead:
+    """Continue ``head`` on the labelled chains of ``chains_file`` and save it to ``output_dir/head``.
+
+    Args:
+        head: ``"default"`` (the shipped head), a head folder, or a hub id of a LoRA head.
+        chains_file: Your labelled chains (JSONL).
+        output_dir: Where ``head/`` (the adapted head, with its card) and ``report.json`` go.
+        **kwargs: Other fields of :class:`AdaptArguments` (``max_steps``, ``replay_share``, ...).
+
+    Returns:
+        An :class:`AdaptedHead`; the report is also printed as a table.
+    """
+    args = AdaptArguments(chains_file=str(chains_file or ""), output_dir=str(output_dir or ""), **kwargs)
+    return run_adaptation(str(head), args)
+
+
+def run_adaptation(head: str, args: AdaptArguments) -> AdaptedHead:
+    """:func:`adapt_head` on parsed arguments (what the command calls)."""
+    from .adapt_steps import train_and_measure
+
+    start, cpu = time.time(), time.process_time()
+    folder = resolve_head(head, args.revision, args.cache_dir)
+    settings = head_settings(folder, head)
+    user = _user_splits(args)  # before the run folder: bad input leaves nothing behind
+    prepare_run_dir(args.output_dir, result="head", overwrite=args.overwrite_output_dir)
+    if args.torch_threads:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
+    selection = settings["premise_selection"]
+    mix = replay_mix(settings["record"])
+    replay = _replay_parts(mix, args)
+    pairs = {name: build_pairs(part, selection, _user_oracle, seed=args.seed) for name, part in user.items()}
+    if mix is None and args.replay_share:
+        print(f"note: {head!r} records no generated training mix, so nothing is replayed and only your held-out "
+              "chains are checked.", file=sys.stderr, flush=True)
+    rows = _stream(pairs["train"], replay["train"], args)
+    print(json.dumps({"head": head, "chains": {k: len(v) for k, v in user.items()},
+                      "pairs": {k: len(v) for k, v in pairs.items()}, "replay_pairs": len(replay["train"]),
+                      "lora_r": settings["lora_r"], "premise_selection": selection,
+                      "max_length": settings["max_length"], "calibration": settings["calibration_method"]}),
+          flush=True)
+    data = {"train": pairs_dataset(rows), "val": pairs_dataset(pairs["val"] + replay["val"]),
+            "heldout": pairs_dataset(pairs["heldout"]),
+            **({"head_test": pairs_dataset(replay["test"])} if replay["test"] else {})}
+    adapted = train_and_measure(folder, settings, args, data, user["heldout"])
+    adaptation = {"head": head, "chains_file": str(args.chains_file), "chains": {k: len(v) for k, v in user.items()},
+                  "pairs": {k: len(v) for k, v in pairs.items()}, "replay": {
+                      "share": args.replay_share if replay["train"] else 0.0, "pairs": len(replay["train"]),
+                      "chains": len(replay["chains"]),
+                      "mix": asdict(mix) if mix else None},
+                  "arguments": {k: v for k, v in asdict(args).items() if k not in ("chains_file", "output_dir")},
+                  "report": adapted["report"], "wall_seconds": round(time.time() - start, 1),
+                  "cpu_seconds": round(time.process_time() - cpu, 1)}
+    from .adapt_steps import save_adapted
+
+    calibration = save_adapted(adapted, settings, args, adaptation, mix)
+    report = {**adapted["report"], "wall_seconds": adaptation["wall_seconds"],
+              "cpu_seconds": adaptation["cpu_seconds"]}
+    Path(args.output_dir, "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(format_report(report), flush=True)
+    return AdaptedHead(Path(args.output_dir) / "head", calibration, report)
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The before / after table of a report (one row per measured set)."""
+    lines = ["| set | measure | before | after |", "| --- | --- | --- | --- |"]
+    for name, entry in report["sets"].items():
+        for key in entry["before"]:
+            before, after = entry["before"][key], entry["after"][key]
+            lines.append(f"| {name} ({entry['size']}) | {key} | {before:.3f} | {after:.3f} |")
+    return "\n".join(lines) + f"\n\nwall {report['wall_seconds']:.0f} s, CPU {report['cpu_seconds']:.0f} s"
+
+
+def parse_args(argv: Sequence[str]) -> tuple[str, AdaptArguments]:
+    """``HEAD --field value ...`` -> the head and :class:`AdaptArguments` (``HfArgumentParser``)."""
+    from transformers import HfArgumentParser
+
+    argv = list(argv)
+    if not argv or argv[0].startswith("-"):
+        raise ValueError("adapt needs the head first: ares-rerank adapt HEAD --chains_file mine.jsonl --output_dir "
+                         "runs/my-head (HEAD: default, a head folder or a hub id).")
+    (args,) = HfArgumentParser(AdaptArguments).parse_args_into_dataclasses(args=argv[1:])
+    return argv[0], args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    head, args = parse_args(sys.argv[1:] if argv is None else argv)
+    run_adaptation(head, args)
+    return 0

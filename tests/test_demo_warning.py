@@ -104,3 +104,39 @@ def test_the_score_command_says_so_last_on_stderr(tmp_path, capsys):
     demo = Path(__file__).resolve().parents[1] / "examples" / "claimtrees_demo.jsonl"
     assert main(["score", str(demo), "--backbone", "default", "--no-progress"]) == 0
     assert "WARNING" not in capsys.readouterr().err
+
+
+def _math_task_file(folder: Path) -> Path:
+    """A ProcessBench-format file of arithmetic solutions (the demo head's scores on them mean nothing)."""
+    import json
+
+    records = [{"id": f"p{i}", "problem": f"What is {i} + {i}?",
+                "steps": [f"{i} + {i} = {2 * i + i % 2}", f"So 2 * {i} = {2 * i + i % 2}."],
+                "label": 0 if i % 2 else -1} for i in range(12)]
+    path = folder / "math.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_the_evaluation_api_warns_when_the_demo_head_scores_math(tmp_path):
+    """evaluate() scored 90-98% of math steps unsound with the demo head, in silence."""
+    from ares_rerank.evaluation import evaluate, load_task
+
+    task = load_task("processbench", path=str(_math_task_file(tmp_path)))
+    warned = caught(lambda: evaluate(task, fake_demo(0.05, domain="claimtrees"), ["ares", "entail-prev"],
+                                     progress=False))
+    assert len(warned) == 1  # once per call, not once per method
+    assert str(warned[0].message).startswith("evaluate on ProcessBench-format (math) is scoring with the embedded demo head")
+    assert "look like math" in str(warned[0].message)
+    assert not caught(lambda: evaluate(task, fake_demo(0.05), ["ares"], progress=False))  # not the demo head
+
+
+def test_the_eval_command_says_so_last_on_stderr(tmp_path, capsys):
+    from ares_rerank.cli import main
+
+    argv = ["eval", "--task", "processbench", "--path", str(_math_task_file(tmp_path)), "--backbone", "default",
+            "--methods", "ares", "--out", str(tmp_path / "out"), "--no-progress", "--no-cache"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("WARNING: evaluate on ProcessBench-format (math) is scoring with the embedded demo head"), err[-3:]
+    assert "DemoBackboneWarning" not in "\n".join(err[:-1])  # said once, as a line of ours

@@ -21,10 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ..domain import DemoBackboneWarning
 from . import options
 
 
@@ -251,10 +253,18 @@ def run(args: argparse.Namespace) -> int:
             "config": asdict(config), "methods": sorted(methods)})
     backbone = options.backbone_from_args(args)
     cache = None if args.no_cache else ScoreCache(args.cache_dir or out_dir / "cache")
-    results = evaluate(task, backbone, methods, config, backbone_name=args.backbone,
-                       backbone_kind=args.kind, backbone_options=load_options, cache=cache, refresh=args.refresh,
-                       batch_size=args.batch_size, progress=not args.no_progress)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DemoBackboneWarning)
+        results = evaluate(task, backbone, methods, config, backbone_name=args.backbone,
+                           backbone_kind=args.kind, backbone_options=load_options, cache=cache, refresh=args.refresh,
+                           batch_size=args.batch_size, progress=not args.no_progress)
+    demo = [w for w in caught if issubclass(w.category, DemoBackboneWarning)]
+    for other in caught:  # every other warning as Python would have shown it
+        if other not in demo:
+            warnings.showwarning(other.message, other.category, other.filename, other.lineno)
     path = write_results(results, out_dir, stem)
     print((path.with_suffix(".md")).read_text(encoding="utf-8"))
     print(f"wrote {path} and {path.with_suffix('.md').name}")
+    for warning in demo[:1]:  # last on stderr, as `score` says it: the scores above are not meaningful
+        print(f"WARNING: {warning.message}", file=sys.stderr)
     return 0

@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 import platform
 import time
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
 from ares_rerank.chain import ARES_MODES, Chain, ChainScores
 from ares_rerank.config import AresConfig
+from ares_rerank.domain import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
 from ares_rerank.io import check_output_dir, write_atomic
 from ares_rerank.scoring import METHODS, check_batch_size, score_chains
 
@@ -174,6 +176,7 @@ def evaluate(
         "environment": {"python": platform.python_version(), "machine": platform.machine()},
     }
     cache_key = backbone_cache_key(backbone_name, backbone_kind, backbone_options)
+    warned = not is_demo_backbone(backbone)
     for method in methods:
         scores, stats = score_cached(
             chains, backbone, method, config, cache=cache, cache_path=(task.key, cache_key),
@@ -181,6 +184,12 @@ def evaluate(
         )
         main_scores, twin_scores = scores[: len(task.chains)], scores[len(task.chains):] or None
         results["methods"][method] = {**summarize(task, method, main_scores, twin_scores, config), "stats": stats}
+        if not warned:  # the demo head on text outside its domain: said once per call, as the reranker does
+            reason = off_domain_reason([c.steps for c in task.chains], [s.step_scores for s in main_scores])
+            if reason is not None:
+                warned = True
+                warnings.warn(demo_warning_message(f"evaluate on {task.name}", reason), DemoBackboneWarning,
+                              stacklevel=2)
     return results
 
 

@@ -249,7 +249,7 @@ def check_separator(separator: str) -> re.Pattern[str] | None:
 
 
 def split_steps(text: str, separator: str | None = "\n\n") -> list[str]:
-    """Split a completion into non-empty, stripped steps.
+    r"""Split a completion into non-empty, stripped steps.
 
     ``separator`` is a literal string, a regex when prefixed with ``re:``, or ``None`` for sentence splitting. What a
     regex matches is never a step, its groups included (``re:(Step \d+:)`` splits at the labels and drops them). A

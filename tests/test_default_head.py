@@ -147,3 +147,23 @@ def test_saving_over_the_shipped_head_is_refused():
     head = load_backbone("default")
     with pytest.raises(ValueError, match="would overwrite the shipped default head"):
         head.save_pretrained(head.source)
+
+
+def test_the_readme_command_prints_no_warning_from_our_calls_into_transformers():
+    """``ares-rerank score examples/claimtrees_demo.jsonl --backbone default`` printed transformers' FutureWarning
+    "`is_gradient_checkpointing` is deprecated" (peft reads it when we load the adapter)."""
+    import os
+    import subprocess
+    import sys
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_backbone("default", device="cpu")
+    assert not [str(w.message) for w in caught if issubclass(w.category, (FutureWarning, DeprecationWarning))]
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "always::FutureWarning"}
+    done = subprocess.run([sys.executable, "-m", "ares_rerank.cli", "score", "examples/claimtrees_demo.jsonl",
+                           "--backbone", "default", "--no-progress"], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and "Warning" not in done.stderr, done.stderr

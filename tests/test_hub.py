@@ -140,6 +140,27 @@ def test_a_hub_adapter_loads_on_the_base_its_config_names(tiny_nli_path, tmp_pat
     assert head.entailment_probs(PREMISES, HYPOTHESES) == pytest.approx(local.entailment_probs(PREMISES, HYPOTHESES))
 
 
+def test_an_adapter_repo_with_its_tokenizer_loads_offline_by_hub_id(tiny_nli_path, tmp_path, cache, monkeypatch):
+    """A head pushed as an adapter (tokenizer included, no config.json) and fetched with snapshot_download failed
+    offline: the tokenizer load asked the repo for config.json, and offline "not cached" was a failure."""
+    from peft import LoraConfig, get_peft_model
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hub_cache_repo(cache, "user/tiny-base", tiny_nli_path)
+    torch.manual_seed(0)
+    base = AutoModelForSequenceClassification.from_pretrained(tiny_nli_path)
+    config = LoraConfig(task_type="SEQ_CLS", r=4, target_modules=["query", "value"], init_lora_weights=False)
+    pushed = EntailmentHead(get_peft_model(base, config).eval(), AutoTokenizer.from_pretrained(tiny_nli_path),
+                            temperature=1.5).save_pretrained(tmp_path / "adapter", base_model="user/tiny-base")
+    assert (pushed / "tokenizer.json").is_file() and not (pushed / "config.json").exists()
+    hub_cache_repo(cache, "user/tiny-adapter", pushed)  # every file of the repo, as snapshot_download leaves them
+    head = load_backbone("user/tiny-adapter", cache_dir=cache, device="cpu")
+    assert head.temperature == 1.5 and hasattr(head.model, "peft_config")
+    assert head.tokenizer.get_vocab() == AutoTokenizer.from_pretrained(pushed).get_vocab()
+    local = load_backbone(pushed, base_model=tiny_nli_path, device="cpu")
+    assert head.entailment_probs(PREMISES, HYPOTHESES) == pytest.approx(local.entailment_probs(PREMISES, HYPOTHESES))
+
+
 def test_prm_and_judge_load_by_hub_id_and_revision(tiny_prm_path, tiny_causal_lm_path, cache, recwarn):
     commit = hub_cache_repo(cache, "user/prm", tiny_prm_path)
     assert isinstance(load_backbone("user/prm", cache_dir=cache, revision=commit, device="cpu"), StepTagPRM)

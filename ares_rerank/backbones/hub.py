@@ -46,6 +46,7 @@ __all__ = [
     "hub_model_id",
     "load_model_and_tokenizer",
     "named_load_errors",
+    "peft_wrapping",
     "probe_file",
     "read_adapter_config",
     "read_calibration",
@@ -372,11 +373,29 @@ def _locate(name_or_path: str, adapter: str | None, base_model: str | None, opti
     # ``revision`` names the adapter's commit; the base is read at the revision the adapter records for it.
     base_options = replace(options, revision=config.get("revision") if base == recorded else None)
     model = resolve_model_name(base, base_options.revision)
-    if probe_file(head, "tokenizer_config.json", options) is not None:
+    tokenizer_config = probe_file(head, "tokenizer_config.json", options)
+    tokenizer, tokenizer_options = model, base_options  # the base's, unless the adapter carries its own
+    if tokenizer_config is not None and local:
         tokenizer, tokenizer_options = head, options
-    else:
-        tokenizer, tokenizer_options = model, base_options
+    elif tokenizer_config is not None and _hub_tokenizer_files(head, options):
+        # From the snapshot folder, not the repo id: transformers would ask the repo for config.json, which an
+        # adapter repo lacks, and offline that "unknown" is a failure rather than "not there".
+        tokenizer, tokenizer_options = str(tokenizer_config.parent), HubOptions()
     return _Sources(head, options, model, base_options, tokenizer, tokenizer_options, str(adapter_config.parent))
+
+
+# A tokenizer's files (transformers' names), and those that hold a vocabulary (without one it would be empty).
+_TOKENIZER_FILES = ("tokenizer.json", "special_tokens_map.json", "added_tokens.json", "vocab.txt", "vocab.json",
+                    "merges.txt", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model", "chat_template.jinja")
+_VOCABULARY_FILES = {"tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                     "tokenizer.model"}
+
+
+def _hub_tokenizer_files(head: str, options: HubOptions) -> bool:
+    """Fetch the tokenizer files of the hub repo ``head`` into its snapshot at the pinned commit (or find them in the
+    cache); whether one of them holds a vocabulary, so that the snapshot folder loads as a tokenizer."""
+    found = [name for name in _TOKENIZER_FILES if probe_file(head, name, options) is not None]
+    return bool(_VOCABULARY_FILES.intersection(found))
 
 
 def _head_calibration(head: str, options: HubOptions, model: str) -> dict[str, Any]:
@@ -446,6 +465,17 @@ def load_model_and_tokenizer(
     check_model_files(sources.model, sources.tokenizer, sources.adapter)
     with _loading(sources, name_or_path):
         return _load(sources, auto_class, device, dtype, trust_remote_code, model_kwargs, calibrated)
+
+
+@contextlib.contextmanager
+def peft_wrapping() -> Iterator[None]:
+    """Around ``PeftModel.from_pretrained`` / ``get_peft_model``: peft (up to 0.21 at least) reads the model's
+    ``is_gradient_checkpointing``, which transformers 5 deprecated for ``is_activation_checkpointing`` with a
+    FutureWarning on every adapter load; that one warning (not ours to fix, and no use to the user) is silenced for
+    the call, every other warning passes."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        yield
 
 
 # What transformers, tokenizers and peft read from a model folder, by suffix.
@@ -576,7 +606,8 @@ def _load(sources: _Sources, auto_class: str, device: Any, dtype: Any, trust_rem
     if sources.adapter is not None:
         from peft import PeftModel  # optional dependency, only for adapters
 
-        model = PeftModel.from_pretrained(model, sources.adapter)
+        with peft_wrapping():
+            model = PeftModel.from_pretrained(model, sources.adapter)
         # Fold the low-rank update into the base weights for inference (~20% faster forward passes on CPU); the
         # adapter's own tensors are kept, so save_pretrained / push_to_hub still write the small adapter.
         if hasattr(model, "merge_adapter"):

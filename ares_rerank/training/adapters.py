@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+from ..backbones.hub import peft_wrapping
+
 
 __all__ = ["continue_adapter"]
 
@@ -40,7 +42,8 @@ def continue_adapter(model: Any, folder: str, *, rank: int, alpha: int, dropout:
                          f"be narrowed. Set lora_r: {saved.r} to continue it as it is, or larger to widen it.")
     if rank > saved.r:
         return _widened(model, folder, saved, rank, alpha, dropout, modules_to_save)
-    model = PeftModel.from_pretrained(model, folder, is_trainable=True)
+    with peft_wrapping():
+        model = PeftModel.from_pretrained(model, folder, is_trainable=True)
     config = model.peft_config["default"]
     # peft appends the task's head names again on every reload: each saved module once, the new ones after them
     kept = list(dict.fromkeys(config.modules_to_save or []))
@@ -66,7 +69,8 @@ def _widened(model: Any, folder: str, saved: Any, rank: int, alpha: int, dropout
                         layers_pattern=saved.layers_pattern, bias=saved.bias,
                         modules_to_save=list(dict.fromkeys([*(saved.modules_to_save or []), *modules_to_save]))
                         or None)
-    model = get_peft_model(model, config)
+    with peft_wrapping():
+        model = get_peft_model(model, config)
     config = model.peft_config["default"]  # peft appended the task's head names again: each once
     config.modules_to_save = list(dict.fromkeys(config.modules_to_save or [])) or None
     weights = load_peft_weights(folder, device="cpu")

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 from transformers import Trainer, TrainingArguments
 
-from ..backbones.hub import named_load_errors
+from ..backbones.hub import named_load_errors, peft_wrapping
 from ..backbones.loading import PACKAGED_ENCODER, resolve_model_name
 from ..io import check_outside_package, prepare_run_dir
 from .adapters import continue_adapter
@@ -208,7 +208,8 @@ def load_base(args: HeadTrainingArguments) -> tuple[Any, Any]:
                         layers_pattern="layer" if args.lora_layers else None,
                         modules_to_save=list(args.modules_to_save) or None)
     try:
-        return get_peft_model(model, config), tokenizer
+        with peft_wrapping():
+            return get_peft_model(model, config), tokenizer
     except ValueError as err:  # peft's NoMatchingPeftModuleError: no module matched the targets
         linear = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if type(m).__name__ == "Linear"})
         raise ValueError(f"lora_target_modules={list(args.lora_target_modules)} with lora_layers="

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 from transformers import TrainingArguments
 
-from ..backbones.hub import named_load_errors
+from ..backbones.hub import named_load_errors, peft_wrapping
 from ..backbones.loading import KIND_CONFIG_KEY
 from ..io import atomic_folder, check_outside_package, prepare_run_dir
 
@@ -140,8 +140,10 @@ def load_prm(args: PRMTrainingArguments) -> tuple[Any, Any]:
     if args.use_lora:
         from peft import LoraConfig, TaskType, get_peft_model
 
-        model = get_peft_model(model, LoraConfig(task_type=TaskType.TOKEN_CLS, r=args.lora_r,
-                                                 lora_alpha=2 * args.lora_r, target_modules=args.lora_target_modules))
+        with peft_wrapping():
+            model = get_peft_model(model, LoraConfig(task_type=TaskType.TOKEN_CLS, r=args.lora_r,
+                                                     lora_alpha=2 * args.lora_r,
+                                                     target_modules=args.lora_target_modules))
     return model, tokenizer
 
 

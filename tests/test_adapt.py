@@ -104,3 +104,41 @@ def test_adapt_refuses_bad_input_before_any_work(tmp_path, tiny_nli_path, capsys
     assert "HEAD=" in err and "neither 'default', a head folder nor a hub id" in err and "Traceback" not in err
     assert main(["adapt", "default", "--output_dir", str(tmp_path / "o")]) == 2
     assert "chains_file is required" in capsys.readouterr().err
+
+
+def test_the_unseen_wordings_of_the_measurement_are_in_no_mix_and_read_back():
+    """training/unseen_wordings.py: no training form, held-out wording or random-wording word shares their verbs,
+    and the rule oracle reads their chains back (the evaluation sets' labels are right)."""
+    import re
+
+    from ares_rerank.backbones.oracle import ClaimTreesOracle
+    from ares_rerank.training.mix import MENTION_FORMS, MISSING_RULE_FORMS
+    from ares_rerank.training.wordings import (FACT_FORMS, HELDOUT_TEMPLATES, RULE_FORMS, STEP_FORMS,
+                                               TRAIN_TEMPLATES, wording_vocabulary)
+    from training.unseen_wordings import UNSEEN_WORDINGS
+
+    def words(*texts):
+        return {w.lower() for t in texts for w in re.findall(r"[A-Za-z]+", t.replace("{p}", " ").replace("{q}", " "))}
+
+    known = [*RULE_FORMS, *FACT_FORMS, *STEP_FORMS, *MENTION_FORMS, *MISSING_RULE_FORMS,
+             *(x for t in [*TRAIN_TEMPLATES.values(), *HELDOUT_TEMPLATES.values()] for x in (t.rule, t.fact, t.step))]
+    vocabulary = set(wording_vocabulary())
+    common = {"is", "and", "since"}  # function words every wording shares
+    for key, templates in UNSEEN_WORDINGS.items():
+        own = words(templates.rule, templates.fact, templates.step) - common
+        assert own and not own & words(*known), key
+        assert not own & vocabulary, key  # no random wording can draw them
+        chain = load_claimtrees(1, 6, start=7, templates=templates)[0]
+        oracle = ClaimTreesOracle(templates)
+        for k, step in enumerate(chain.steps):
+            sound = list(chain.base_claims) + [s for s, y in zip(chain.steps[:k], chain.labels[:k]) if y == 0]
+            assert oracle.entailment_probs([sound], [step]) == [1.0 - chain.labels[k]]
+
+
+def test_adapt_help_lists_its_options(capsys):
+    from ares_rerank.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["adapt", "default", "--help"])
+    text = capsys.readouterr().out
+    assert done.value.code == 0 and "--chains_file" in text and "--replay_share" in text and "--lora_r" not in text

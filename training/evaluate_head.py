@@ -37,6 +37,7 @@ from ares_rerank.scoring import score_chains
 from ares_rerank.training.mix import HELDOUT_RECIPES, TRAIN_LENGTHS
 from ares_rerank.training.names import MULTI_WORD_PATTERN, random_names, rename_states
 from ares_rerank.training.wordings import HELDOUT_TEMPLATES
+from training.unseen_wordings import UNSEEN_WORDINGS
 
 
 __all__ = ["EVAL_SETS", "check_sets", "evaluate_head", "main", "set_oracle"]
@@ -89,13 +90,20 @@ EVAL_SETS: dict[str, tuple[Callable[[int], list[Chain]], str]] = {
     "multiword-10": (_renamed(10, "multi"), "unseen multi-word names"),
     **{name: (_vanilla(10, templates=HELDOUT_TEMPLATES[key]), f"held-out wording ({key})")
        for name, key in _WORDING_SETS.items()},
+    # wordings for measuring `ares-rerank adapt` (training/measure_adapt.py): not in any mix, nor in the default sets
+    **{f"{key}-{length}": (_vanilla(length, templates=UNSEEN_WORDINGS[key]), f"unseen wording ({key})")
+       for key, length in (("ratified", 7), ("ratified", 25), ("cultivated", 10))},
     "recipes": (lambda n: load_recipes(n), "recipes, all graphs (training graphs too)"),
     "recipes-heldout": (_heldout_recipes, "recipes, held-out graphs only"),
     "recipes-heldout-variants": (_heldout_recipe_variants, "recipes, held-out graphs, other claims missing"),
 }
 DEFAULT_N = {"claimtrees-30": 50, "claimtrees-50": 50, "recipes": 50, "recipes-heldout": 100,
              "recipes-heldout-variants": 60}
-_SET_TEMPLATES = {name: HELDOUT_TEMPLATES[key] for name, key in _WORDING_SETS.items()}
+_SET_TEMPLATES = {**{name: HELDOUT_TEMPLATES[key] for name, key in _WORDING_SETS.items()},
+                  **{name: UNSEEN_WORDINGS[name.split("-")[0]] for name in EVAL_SETS if name.split("-")[0] in
+                     UNSEEN_WORDINGS}}
+# The sets a plain run measures (the shipped head's card); the unseen wordings are measured by measure_adapt.
+DEFAULT_SETS = [name for name in EVAL_SETS if name.split("-")[0] not in UNSEEN_WORDINGS]
 
 
 def set_oracle(name: str, selection: str = "relevant:6") -> Any:
@@ -194,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="'default' (the shipped head), a head folder, or 'oracle' (each set's ground-truth "
                              "oracle behind --selection: the ceiling of any head behind that selection).")
     parser.add_argument("--selection", default="relevant:6", help="Premise selection of --head oracle.")
-    parser.add_argument("--sets", default=",".join(EVAL_SETS), help=f"Comma-separated, from {list(EVAL_SETS)}.")
+    parser.add_argument("--sets", default=",".join(DEFAULT_SETS), help=f"Comma-separated, from {list(EVAL_SETS)}.")
     parser.add_argument("--n", type=int, default=None, help="Chains per set (default 100; 50 for 30/50/recipes, 60 for "
                                                              "recipes-heldout-variants).")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = default).")

@@ -1,4 +1,5 @@
-"""``ares-rerank adapt``: continue a trained entailment head on your labelled chains (:mod:`ares_rerank.training.adapt`).
+"""``ares-rerank adapt``: continue a trained entailment head on your labelled chains
+(:mod:`ares_rerank.training.adapt`).
 
 Examples:
     ares-rerank adapt default --chains_file mine.jsonl --output_dir runs/my-head
@@ -22,7 +23,8 @@ def register(subparsers: Any) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("head", metavar="HEAD", help="default (the shipped head), a head folder, or a hub id.")
-    parser.add_argument("args", nargs=argparse.REMAINDER, help="--chains_file FILE --output_dir DIR [--field value ...]")
+    parser.add_argument("args", nargs=argparse.REMAINDER,
+                        help="--chains_file FILE --output_dir DIR [--field value ...]")
 
 
 def run(args: argparse.Namespace) -> int:

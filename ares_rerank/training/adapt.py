@@ -39,19 +39,23 @@ __all__ = ["AdaptArguments", "AdaptedHead", "adapt_head", "format_report", "head
 
 @dataclass
 class AdaptArguments:
-    """What ``ares-rerank adapt`` takes; the defaults suit a few dozen chains on a CPU (about 2-4 minutes)."""
+    """What ``ares-rerank adapt`` takes; the defaults suit a few dozen chains on a CPU (120 steps of 12 pairs, a
+    quarter of them replayed)."""
 
     chains_file: str = field(default="", metadata={
         "help": "Your labelled chains (JSONL: {base_claims, steps, labels: 1 = unsound per step} or {prompt, "
                 "completion, labels}); at least 5."})
     output_dir: str = field(default="", metadata={"help": "Where the adapted head (head/) and report.json go."})
-    max_steps: int = field(default=150, metadata={"help": "Optimizer steps."})
-    learning_rate: float = field(default=2e-4, metadata={"help": "Peak learning rate (linear decay)."})
-    batch_size: int = field(default=16, metadata={"help": "Pairs per step, replay pairs included."})
-    replay_share: float = field(default=0.5, metadata={
+    max_steps: int = field(default=120, metadata={"help": "Optimizer steps."})
+    learning_rate: float = field(default=3e-4, metadata={"help": "Peak learning rate (linear decay)."})
+    batch_size: int = field(default=12, metadata={"help": "Pairs per step, replay pairs included."})
+    replay_share: float = field(default=0.25, metadata={
         "help": "Share of each batch drawn from the head's own training mix, rebuilt from its record (0 = none: the "
                 "head forgets what your chains do not show)."})
-    replay_chains: int = field(default=300, metadata={"help": "Chains of the head's training split to replay from."})
+    replay_chains: int = field(default=100, metadata={"help": "Chains of the head's training split to replay from."})
+    replay_max_chars: int = field(default=600, metadata={
+        "help": "Replay only pairs of at most this many characters (premises and step): long pairs (recipe chains at "
+                "512 tokens) cost a CPU 5-10x more per step than a few dozen chains' own pairs (0 = no limit)."})
     heldout_fraction: float = field(default=0.2, metadata={
         "help": "Share of your chains held out for the before / after check (never trained on)."})
     val_fraction: float = field(default=0.1, metadata={
@@ -71,7 +75,7 @@ class AdaptArguments:
             raise ValueError("chains_file is required: pass --chains_file mine.jsonl (labelled chains, one per line).")
         if not self.output_dir:
             raise ValueError("output_dir is required: pass --output_dir runs/my-head (the head goes to head/ there).")
-        for name, low in (("max_steps", 1), ("batch_size", 1), ("replay_chains", 1)):
+        for name, low in (("max_steps", 1), ("batch_size", 1), ("replay_chains", 1), ("replay_max_chars", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{name}={value!r} must be an integer >= {low}.")
@@ -184,6 +188,9 @@ def _replay_parts(mix: MixArguments | None, args: AdaptArguments) -> dict[str, l
     parts["train"] = rng.sample(parts["train"], min(args.replay_chains, len(parts["train"])))
     pairs = {name: build_pairs(part, mix.premise_selection, claimtrees_oracle_for, mix.subsets_per_step,
                                mix.mix_seed, mix.minimal_pairs) for name, part in parts.items()}
+    if args.replay_max_chars:
+        limit = args.replay_max_chars
+        pairs["train"] = [r for r in pairs["train"] if len("\n".join(r["premises"])) + len(r["hypothesis"]) <= limit]
     return {**pairs, "chains": [c.id for c in parts["train"]]}
 
 
@@ -251,7 +258,15 @@ def run_adaptation(head: str, args: AdaptArguments) -> AdaptedHead:
     data = {"train": pairs_dataset(rows), "val": pairs_dataset(pairs["val"] + replay["val"]),
             "heldout": pairs_dataset(pairs["heldout"]),
             **({"head_test": pairs_dataset(replay["test"])} if replay["test"] else {})}
-    adapted = train_and_measure(folder, settings, args, data, user["heldout"])
+    import datasets
+
+    quiet = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()  # the training bar is the one that matters
+    try:
+        adapted = train_and_measure(folder, settings, args, data, user["heldout"])
+    finally:
+        if quiet:
+            datasets.enable_progress_bars()
     adaptation = {"head": head, "chains_file": str(args.chains_file), "chains": {k: len(v) for k, v in user.items()},
                   "pairs": {k: len(v) for k, v in pairs.items()}, "replay": {
                       "share": args.replay_share if replay["train"] else 0.0, "pairs": len(replay["train"]),

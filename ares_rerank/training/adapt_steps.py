@@ -47,25 +47,42 @@ def ares_f1_at_half(chains: list[Chain], backbone: Any) -> float:
     return macro_prf(labels, flagged)[2]
 
 
+def _recorded_test(settings: dict[str, Any], encoded: dict[str, Any]) -> dict[str, float] | None:
+    """The head's own test-split numbers from its record, when they were measured on these very pairs (the same
+    count, rebuilt from its recorded mix): measuring them again would cost the CPU minutes and give the same."""
+    test = settings["record"].get("test")
+    if "head_test" not in encoded or not isinstance(test, dict) or test.get("num_pairs") != len(encoded["head_test"]):
+        return None
+    if not isinstance(test.get("accuracy_after"), float) or not isinstance(test.get("ece_after"), float):
+        return None
+    return {"pair accuracy": test["accuracy_after"], "ECE": test["ece_after"]}
+
+
 def _measure(trainer: Any, tokenizer: Any, settings: dict[str, Any], scale: tuple[float, float],
-             encoded: dict[str, Any], heldout: list[Chain]) -> dict[str, dict[str, float]]:
+             encoded: dict[str, Any], heldout: list[Chain], before: bool = False) -> tuple[dict[str, Any], Any]:
     """Every check set at the calibration ``scale`` = (temperature, bias): your held-out pairs and chains, and the
-    head's own test pairs."""
+    head's own test pairs (``before``: from its record when that measured the same pairs); and the calibration
+    report of the head's test pairs (``None`` when not measured)."""
     from ..backbones.nli import EntailmentHead
     from ..calibration import calibrate
 
     out: dict[str, dict[str, float]] = {}
+    test_report = None
+    recorded = _recorded_test(settings, encoded) if before else None
+    if recorded is not None:
+        out["head_test"] = recorded
     for name in ("heldout", "head_test"):
-        if name not in encoded or not len(encoded[name]):
+        if name not in encoded or not len(encoded[name]) or name in out:
             continue
         pred = trainer.predict(encoded[name])
         report = calibrate(pred.predictions, pred.label_ids, temperature=scale[0], bias=scale[1])
         out[name] = {"pair accuracy": float(report.accuracy_after), "ECE": float(report.ece_after)}
+        test_report = report if name == "head_test" else test_report
     model = trainer.model.eval()
     head = EntailmentHead(model, tokenizer, temperature=scale[0], bias=scale[1], cache_size=0,
                           premise_selection=settings["premise_selection"], max_length=settings["max_length"])
     out.setdefault("heldout", {})["ARES macro-F1 at 0.5"] = ares_f1_at_half(heldout, head)
-    return out
+    return out, test_report
 
 
 def train_and_measure(folder: Path, settings: dict[str, Any], args: Any, data: dict[str, Any],
@@ -85,20 +102,17 @@ def train_and_measure(folder: Path, settings: dict[str, Any], args: Any, data: d
     budget = [TimeBudgetCallback(args.max_train_seconds)] if args.max_train_seconds else []
     trainer = HeadTrainer(model=model, args=hargs, train_dataset=encoded["train"],
                           data_collator=DataCollatorWithPadding(tokenizer), callbacks=budget)
-    before = _measure(trainer, tokenizer, settings, (settings["temperature"], settings["bias"]), encoded, heldout)
+    before, _ = _measure(trainer, tokenizer, settings, (settings["temperature"], settings["bias"]), encoded, heldout,
+                         before=True)
     result = trainer.train()
     val = trainer.predict(encoded["val"])
     fitted = calibrate(val.predictions, val.label_ids, method=settings["calibration_method"])
-    after = _measure(trainer, tokenizer, settings, (fitted.temperature, fitted.bias), encoded, heldout)
+    after, test = _measure(trainer, tokenizer, settings, (fitted.temperature, fitted.bias), encoded, heldout)
     sizes = {"heldout": f"{len(heldout)} chains, {len(data['heldout'])} pairs",
              "head_test": f"{len(data['head_test'])} pairs" if "head_test" in data else ""}
     titles = {"heldout": "your held-out chains", "head_test": "the head's own test split"}
     report = {"sets": {titles[k]: {"size": sizes[k], "before": before[k], "after": after[k]} for k in before},
               "steps": result.global_step, "stopped_by_time_budget": bool(budget and budget[0].stopped_at)}
-    test = None
-    if "head_test" in encoded:
-        pred = trainer.predict(encoded["head_test"])
-        test = calibrate(pred.predictions, pred.label_ids, temperature=fitted.temperature, bias=fitted.bias)
     return {"model": trainer.model, "tokenizer": tokenizer, "fitted": fitted, "test": test, "report": report,
             "base_model": hargs.base_model}
 

@@ -32,6 +32,24 @@ def _checkout_state() -> str:
     return "\n".join(lines) if out.returncode == 0 else ""
 
 
+def _outer_environment_paths() -> list[str]:
+    """The folders the running interpreter finds packages in beyond its base interpreter's own (empty outside a
+    virtual environment): a venv's site-packages and what its ``.pth`` files add, never the checkout. A venv made with
+    ``system_site_packages=True`` from inside a venv sees the base interpreter's packages only."""
+    if sys.prefix == sys.base_prefix:
+        return []
+    base = [Path(sys.base_prefix).resolve(), Path(sys.base_exec_prefix).resolve()]
+    paths = []
+    for entry in sys.path:
+        path = Path(entry or ".").resolve()
+        if not path.is_dir() or path == REPO_ROOT or REPO_ROOT in path.parents:
+            continue
+        if any(path == b or b in path.parents for b in base):  # the base's stdlib and site-packages: seen anyway
+            continue
+        paths.append(str(path))
+    return list(dict.fromkeys(paths))
+
+
 @pytest.fixture(scope="module")
 def wheel_env(tmp_path_factory):
     """A virtual environment with the wheel of this checkout installed (dependencies from the running interpreter's
@@ -52,6 +70,11 @@ def wheel_env(tmp_path_factory):
     env_dir = root / "venv"
     venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
+    outer = _outer_environment_paths()
+    if outer:  # run from a virtual environment: the new one sees the base interpreter's packages, not the outer's
+        purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        Path(purelib, "_outer_environment.pth").write_text("".join(f"{path}\n" for path in outer))
     install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q",
                               str(wheel)], capture_output=True, text=True)
     if install.returncode != 0:

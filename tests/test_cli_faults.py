@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -259,7 +260,7 @@ def test_the_lock_is_released_by_the_os_and_refuses_a_second_holder(tmp_path):
     lock = output.with_name(f".{output.name}.lock")
     lock.write_text("999999\n")  # left by a process killed long ago: no lock is held on it
     first = ResumableOutput(output, {"a": 1})
-    with pytest.raises(ValueError, match=f"(process {os.getpid()}) is writing"):
+    with pytest.raises(ValueError, match=re.escape(f"(process {os.getpid()}) is writing")):
         ResumableOutput(output, {"a": 1})
     first.append([{"x": 1}], ["0:k"])
     first.finish()

@@ -126,7 +126,8 @@ def test_the_evaluation_api_warns_when_the_demo_head_scores_math(tmp_path):
     warned = caught(lambda: evaluate(task, fake_demo(0.05, domain="claimtrees"), ["ares", "entail-prev"],
                                      progress=False))
     assert len(warned) == 1  # once per call, not once per method
-    assert str(warned[0].message).startswith("evaluate on ProcessBench-format (math) is scoring with the embedded demo head")
+    assert str(warned[0].message).startswith(
+        "evaluate on ProcessBench-format (math) is scoring with the embedded demo head")
     assert "look like math" in str(warned[0].message)
     assert not caught(lambda: evaluate(task, fake_demo(0.05), ["ares"], progress=False))  # not the demo head
 
@@ -138,5 +139,6 @@ def test_the_eval_command_says_so_last_on_stderr(tmp_path, capsys):
             "--methods", "ares", "--out", str(tmp_path / "out"), "--no-progress", "--no-cache"]
     assert main(argv) == 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("WARNING: evaluate on ProcessBench-format (math) is scoring with the embedded demo head"), err[-3:]
+    assert err[-1].startswith(
+        "WARNING: evaluate on ProcessBench-format (math) is scoring with the embedded demo head"), err[-3:]
     assert "DemoBackboneWarning" not in "\n".join(err[:-1])  # said once, as a line of ours

@@ -287,8 +287,8 @@ def check_calibration(data: Any, path: str | Path) -> dict[str, Any]:
 
     ``temperature`` (default 1.0) must be a finite number >= :data:`MIN_TEMPERATURE` (JSON allows ``Infinity``: an
     infinite temperature makes every probability 0.5); ``bias`` (the entailment bias of a Platt fit, default 0.0) a
-    finite number; ``max_length`` an integer >= 8 or null; ``entailment_label`` a label name or class index or null; ``premise_selection`` a string or null. Other keys (metrics, training records) are
-    kept as they are.
+    finite number; ``max_length`` an integer >= 8 or null; ``entailment_label`` a label name or class index or
+    null; ``premise_selection`` a string or null. Other keys (metrics, training records) are kept as they are.
     """
     if not isinstance(data, dict):
         raise ValueError(

@@ -68,7 +68,8 @@ def prmbench_chains(record: dict[str, Any], question: str = "paired") -> tuple[C
 
 
 def _check_split_files(source: str | os.PathLike[str], split: str) -> None:
-    """A folder without the files of ``split`` but with another split's: a FileNotFoundError naming the split to pass."""
+    """A folder without the files of ``split`` but with another split's: a FileNotFoundError naming the split to
+    pass."""
     from pathlib import Path
 
     folder = Path(source).expanduser()

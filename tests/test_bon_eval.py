@@ -183,3 +183,18 @@ def test_results_doc_renders_the_oracle_table_and_committed_bon_runs(tmp_path, m
     assert (tmp_path / "figures" / "bon_run.png").exists()
     assert "pending" in make_results.real_backbone_section(runs)  # a best-of-N file is section 8's, not section 7's
     assert "is pending" in make_results.bon_section(ScoreCache(tmp_path / "cache"), False, [])
+
+
+def test_the_demo_head_on_candidates_outside_its_domain_is_said(tmp_path):
+    """evaluate_bon warns as evaluate does (DemoBackboneWarning) when the embedded demo head scores math text."""
+    import warnings
+
+    from ares_rerank import load_backbone
+    from ares_rerank.domain import DemoBackboneWarning
+
+    task = load_bon_file(write_jsonl(tmp_path / "sal.jsonl", SAL))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DemoBackboneWarning)
+        evaluate_bon(task, load_backbone("default"), ["ares"], progress=False)
+    demo = [w for w in caught if issubclass(w.category, DemoBackboneWarning)]
+    assert len(demo) == 1 and "evaluate_bon on BoN sal" in str(demo[0].message)

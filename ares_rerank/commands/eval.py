@@ -219,10 +219,11 @@ def run_bon(args: argparse.Namespace) -> int:
         check_previous_results(out_dir / f"{stem}.json", {"settings": settings})
     backbone = None if methods == ["given"] else options.backbone_from_args(args)
     cache = None if args.no_cache else ScoreCache(args.cache_dir or out_dir / "cache")
-    results = evaluate_bon(task, backbone, methods, config, selections=selections, aggregate=args.aggregate,
-                           max_n=args.max_n, subsets=args.subsets, seed=args.subset_seed,
-                           backbone_name=args.backbone, backbone_kind=args.kind, backbone_options=load_options,
-                           cache=cache, refresh=args.refresh, batch_size=args.batch_size, progress=not args.no_progress)
+    results, demo = holding_demo_warning(lambda: evaluate_bon(
+        task, backbone, methods, config, selections=selections, aggregate=args.aggregate, max_n=args.max_n,
+        subsets=args.subsets, seed=args.subset_seed, backbone_name=args.backbone, backbone_kind=args.kind,
+        backbone_options=load_options, cache=cache, refresh=args.refresh, batch_size=args.batch_size,
+        progress=not args.no_progress))
     results["settings"] = settings  # what a rerun is compared by
     out_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(out_dir / f"{stem}.json", json.dumps(results, indent=1))
@@ -231,6 +232,8 @@ def run_bon(args: argparse.Namespace) -> int:
     plot_accuracy_vs_n(results, out_dir / f"{stem}.png")
     print(markdown)
     print(f"wrote {out_dir / stem}.json, .md and .png")
+    if demo:
+        print(f"WARNING: {demo}", file=sys.stderr)
     return 0
 
 
@@ -253,18 +256,26 @@ def run(args: argparse.Namespace) -> int:
             "config": asdict(config), "methods": sorted(methods)})
     backbone = options.backbone_from_args(args)
     cache = None if args.no_cache else ScoreCache(args.cache_dir or out_dir / "cache")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", DemoBackboneWarning)
-        results = evaluate(task, backbone, methods, config, backbone_name=args.backbone,
-                           backbone_kind=args.kind, backbone_options=load_options, cache=cache, refresh=args.refresh,
-                           batch_size=args.batch_size, progress=not args.no_progress)
-    demo = [w for w in caught if issubclass(w.category, DemoBackboneWarning)]
-    for other in caught:  # every other warning as Python would have shown it
-        if other not in demo:
-            warnings.showwarning(other.message, other.category, other.filename, other.lineno)
+    results, demo = holding_demo_warning(lambda: evaluate(
+        task, backbone, methods, config, backbone_name=args.backbone, backbone_kind=args.kind,
+        backbone_options=load_options, cache=cache, refresh=args.refresh, batch_size=args.batch_size,
+        progress=not args.no_progress))
     path = write_results(results, out_dir, stem)
     print((path.with_suffix(".md")).read_text(encoding="utf-8"))
     print(f"wrote {path} and {path.with_suffix('.md').name}")
-    for warning in demo[:1]:  # last on stderr, as `score` says it: the scores above are not meaningful
-        print(f"WARNING: {warning.message}", file=sys.stderr)
+    if demo:  # last on stderr, as `score` says it: the scores above are not meaningful
+        print(f"WARNING: {demo}", file=sys.stderr)
     return 0
+
+
+def holding_demo_warning(run: Any) -> tuple[Any, str | None]:
+    """``run()``'s result and the first :class:`DemoBackboneWarning` it raised (held back, so the command can say it
+    last on stderr); every other warning is shown as Python would have shown it."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DemoBackboneWarning)
+        result = run()
+    demo = [w for w in caught if issubclass(w.category, DemoBackboneWarning)]
+    for other in caught:
+        if other not in demo:
+            warnings.showwarning(other.message, other.category, other.filename, other.lineno)
+    return result, str(demo[0].message) if demo else None

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import platform
 import random
+import warnings
 from dataclasses import asdict
 from typing import Any, Sequence
 
@@ -33,6 +34,7 @@ import numpy as np
 from ares_rerank.aggregate import Aggregate, aggregate_name, aggregate_scores
 from ares_rerank.answers import answer_matcher
 from ares_rerank.config import AresConfig
+from ares_rerank.domain import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
 from ares_rerank.scoring import METHODS, check_batch_size
 from ares_rerank.voting import check_selection, order_by_vote
 
@@ -78,6 +80,11 @@ def _method_scores(task: BonTask, method: str, backbone: Any, config: AresConfig
         return scores, sound, {"source": "the data set's own per-step scores"}
     chains = [c for p in task.problems for c in p.chains if c is not None]
     results, stats = score_cached(chains, backbone, method, config, **cache_args)
+    if is_demo_backbone(backbone) and method == "ares":  # the demo head outside its domain: said, as evaluate does
+        reason = off_domain_reason([c.steps for c in chains], [r.step_scores for r in results])
+        if reason is not None:
+            warnings.warn(demo_warning_message(f"evaluate_bon on {task.name}", reason), DemoBackboneWarning,
+                          stacklevel=3)
     found = iter(results)
     scores, sound = [], []
     for problem in task.problems:

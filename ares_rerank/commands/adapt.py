@@ -6,7 +6,7 @@ Examples:
     ares-rerank adapt you/ares-head --chains_file mine.jsonl --output_dir runs/my-head --max_steps 300
 
 The head's LoRA rank, premise selection, window and calibration method come from the head; every batch replays
-pairs of the mix it was trained on (``--replay_share``), so it keeps what it knew. Prints a before / after table of
+pairs of the mix it was trained on (``--replay_share``) against forgetting. Prints a before / after table of
 your held-out chains and the head's own held-out pairs, and saves ``<output_dir>/head`` (load it with
 ``load_backbone``) with a card that records the adaptation. ``--help`` after the head lists every option.
 """

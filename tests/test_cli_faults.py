@@ -241,12 +241,14 @@ def test_a_resume_checks_the_ids_not_the_line_count(tmp_path, command):
 
 
 def _stop_after_two_batches(argv: list[str], partial: Path, cwd: Path) -> None:
-    """Run the CLI with the slow backbone and stop it with Ctrl-C once two batches are in ``partial``."""
+    """Run the CLI with the slow backbone and stop it with Ctrl-C once two batches are in ``partial`` for sure: a
+    third record's line shows the second batch was committed (a Ctrl-C during a batch's write rolls that batch back, so
+    waiting for the second record's line alone was a race on a loaded machine)."""
     process = subprocess.Popen([sys.executable, "-m", "ares_rerank.cli", *argv], cwd=cwd, env=_env(sleep=0.3),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and (not partial.exists() or len(partial.read_text().splitlines()) < 3):
+    while time.monotonic() < deadline and (not partial.exists() or len(partial.read_text().splitlines()) < 4):
         time.sleep(0.05)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=60)

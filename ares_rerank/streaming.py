@@ -245,7 +245,8 @@ class AresStream:
         if config is not None and not isinstance(config, AresConfig):
             raise TypeError(f"AresStream(config=...) must be an AresConfig, got {type(config).__name__}.")
         self.config = config or AresConfig()
-        if not is_int(horizon) or horizon < 1 or (self.config.max_steps is not None and horizon > self.config.max_steps):
+        limit = self.config.max_steps
+        if not is_int(horizon) or horizon < 1 or (limit is not None and horizon > limit):
             raise ValueError(f"AresStream(horizon={horizon!r}) must be a positive int, at most max_steps="
                              f"{self.config.max_steps} (the most steps a streamed chain may reach).")
         if self.config.mode == "sample":

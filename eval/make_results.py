@@ -290,8 +290,8 @@ def bon_section(cache: ScoreCache, progress: bool, runs: Sequence[tuple[Path, di
                                     title=f"Best-of-N, {data['task']['name']}, {data['backbone']}")
         work = ", ".join(f"{m} {v['pairs']:,} encoder pairs in {v['calls']} calls for {v['scored']} distinct chains"
                          for m, v in data["stats"].items() if "pairs" in v)
-        parts += [f"From `{_rel(path)}` (work that reached the model: {work}; its wall times were measured on a machine "
-                  "shared with other runs and are not reported):", bon_markdown(data), _bon_reading(data),
+        parts += [f"From `{_rel(path)}` (work that reached the model: {work}; its wall times were measured on a "
+                  "machine shared with other runs and are not reported):", bon_markdown(data), _bon_reading(data),
                   f"![accuracy against N, {data['backbone']}]({_rel(figure)})"]
     if not committed:
         parts.append(f"The recipe set with the default head is pending: `{BON_RECIPES_COMMAND}`.")

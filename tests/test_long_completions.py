@@ -69,7 +69,8 @@ def test_score_chains_refuses_before_allocating_and_max_steps_none_lifts_the_bou
         with pytest.raises(ValueError, match="chain 'long' has 5000 steps, more than max_steps=4096"):
             score_chains([chain], FunctionBackbone(constant), method)
     short = Chain(["q"], [f"s{i}" for i in range(50)])
-    assert len(score_chains([short], FunctionBackbone(constant), config=AresConfig(max_steps=None))[0].step_scores) == 50
+    unbounded = AresConfig(max_steps=None)
+    assert len(score_chains([short], FunctionBackbone(constant), config=unbounded)[0].step_scores) == 50
     with pytest.raises(ValueError, match="max_steps=0"):
         AresConfig(max_steps=0)
 

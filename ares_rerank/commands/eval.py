@@ -78,8 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     bon.add_argument("--step-separator", default="auto",
                      help="--path: how a candidate splits into steps: auto (Math-Shepherd's 'ки' tag where present, "
                           "else blank lines), a literal, 're:<regex>' or 'none' (sentences).")
-    bon.add_argument("--answer-fn", default="standard",
-                     help="--path: how answers are read and compared: standard, math-verify or module:function.")
+    options.add_answer_fn_argument(bon, "in --path's candidates (correctness against the gold answer, votes)")
     options.add_backbone_arguments(parser, default="claimtrees-oracle")
     parser.add_argument("--methods", default=DEFAULT_METHODS,
                         help=f"Comma-separated: ares and/or baselines (--task bon: default {BON_METHODS}; 'given' "

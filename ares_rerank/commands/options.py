@@ -331,17 +331,23 @@ def add_aggregate_argument(parser: Any, what: str = "the chain score") -> None:
 
 
 def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--selection`` and ``--answer-fn``: answer-aware best-of-N (``rank``, ``eval --task bon``)."""
-    from ..answers import ANSWER_FNS
+    """``--selection`` and ``--answer-fn``: answer-aware best-of-N (``rank``)."""
     from ..voting import SELECTIONS
 
     parser.add_argument("--selection", default="best", choices=list(SELECTIONS),
                         help="How the best candidate is chosen: 'best' (highest chain score) or a vote over final "
                              "answers: 'majority', 'weighted' (summed chain scores), 'sound-weighted' (summed scores "
                              "of chains with no flagged step). Default: best.")
+    add_answer_fn_argument(parser)
+
+
+def add_answer_fn_argument(parser: Any, what: str = "for the votes") -> None:
+    """``--answer-fn``: how final answers are read and compared (``rank``, ``eval --task bon``)."""
+    from ..answers import ANSWER_FNS
+
     parser.add_argument("--answer-fn", default="standard",
-                        help=f"How final answers are read for the votes: {' or '.join(ANSWER_FNS)} (the 'math' "
-                             "extra), or 'module:function' naming a Python function text -> answer. Default: "
+                        help=f"How final answers are read and compared {what}: {' or '.join(ANSWER_FNS)} (the "
+                             "'math' extra), or 'module:function' naming a Python function text -> answer. Default: "
                              "standard (\\boxed{}, 'The answer is', '# Answer').")
 
 

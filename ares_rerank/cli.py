@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 __all__ = ["main", "run_reporting_errors"]
 
-SUBCOMMANDS = ("score", "rank", "eval", "train", "adapt", "calibrate", "serve")
+SUBCOMMANDS = ("score", "rank", "search", "eval", "train", "adapt", "calibrate", "serve")
 # third-party module -> the extra that installs it (named in the error when it is missing)
 EXTRAS = {"sklearn": "eval", "matplotlib": "eval"}
 
@@ -25,7 +25,8 @@ EXTRAS = {"sklearn": "eval", "matplotlib": "eval"}
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ares-rerank",
-        description="Step-level soundness scores (ARES) for reasoning chains: score, rank, evaluate, train, serve.",
+        description="Step-level soundness scores (ARES) for reasoning chains: score, rank, search, evaluate, train, "
+                    "serve.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:

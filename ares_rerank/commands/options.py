@@ -26,14 +26,20 @@ from ..chain import check_separator
 from ..io import check_input_file
 
 __all__ = [
+    "CHAT_TEMPLATE_CHOICES",
+    "ENGINES",
     "add_backbone_arguments",
     "add_chain_text_arguments",
     "add_config_arguments",
     "add_dataclass_arguments",
+    "add_generator_arguments",
     "add_io_arguments",
+    "add_output_arguments",
+    "add_prompt_key_argument",
     "add_run_arguments",
     "backbone_from_args",
     "backbone_options",
+    "check_generator_arguments",
     "config_from_args",
     "dataclass_from_args",
     "input_path",
@@ -41,6 +47,7 @@ __all__ = [
     "open_results",
     "positive",
     "resume_results",
+    "step_generator_from_args",
     "step_separator",
     "window_notice",
 ]
@@ -138,15 +145,15 @@ def backbone_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-def _json_options(raw: str | None) -> dict[str, Any]:
+def _json_options(raw: str | None, flag: str = "--backbone-options") -> dict[str, Any]:
     if not raw:
         return {}
     try:
         options = json.loads(raw)
     except json.JSONDecodeError as err:
-        raise ValueError(f"--backbone-options={raw!r} is not JSON ({err}); e.g. '{{\"trust_remote_code\": true}}'.")
+        raise ValueError(f"{flag}={raw!r} is not JSON ({err}); e.g. '{{\"trust_remote_code\": true}}'.")
     if not isinstance(options, dict):
-        raise ValueError(f"--backbone-options={raw!r} must be a JSON object, e.g. '{{\"trust_remote_code\": true}}'.")
+        raise ValueError(f"{flag}={raw!r} must be a JSON object, e.g. '{{\"trust_remote_code\": true}}'.")
     return options
 
 
@@ -169,6 +176,12 @@ def add_io_arguments(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("input_file", nargs="?", type=Path, default=None, metavar="INPUT",
                         help=f"JSONL file of {what} ('-' for standard input); or give --input.")
     parser.add_argument("--input", type=Path, default=None, help="The same as the positional INPUT.")
+    add_output_arguments(parser)
+
+
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--output``, ``--no-resume`` and ``--overwrite``: where :func:`open_results` writes (``add_io_arguments``
+    adds them with the input; ``search`` reads its input from ``--problems``)."""
     parser.add_argument("--output", type=Path, default=None,
                         help="Write JSONL results here (default, or '-': standard output). Checked before any work "
                              "(an existing file only with --overwrite); results go batch by batch to .<name>.partial "
@@ -233,7 +246,7 @@ def positive(value: Any, flag: str) -> None:
 
 # Options that do not change a single result: a run resumed with other values continues the same results.
 _NOT_RESULT_SETTINGS = {"output", "no_resume", "overwrite", "no_progress", "batch_size", "input", "input_file",
-                        "command"}
+                        "command", "problems"}
 
 
 class _StreamOutput:
@@ -371,3 +384,99 @@ def answer_fn_from_args(value: str) -> Any:
     if not callable(fn):
         raise ValueError(f"--answer-fn={value!r} names a {type(fn).__name__}, not a function text -> answer.")
     return answer_matcher(fn)
+
+
+def add_prompt_key_argument(parser: argparse.ArgumentParser) -> None:
+    """``--prompt-key``: the record key that holds each prompt (``rank``, ``search``)."""
+    parser.add_argument("--prompt-key", default="prompt",
+                        help="The key of each input record that holds its prompt: a string or a list of messages "
+                             "(default: prompt).")
+
+
+#: ``--engine`` choices: what generates the steps of ``search``.
+ENGINES = ("transformers", "vllm")
+#: ``--chat-template`` choice -> the ``use_chat_template`` of :func:`~ares_rerank.search.step_generator`.
+CHAT_TEMPLATE_CHOICES = {"auto": None, "always": True, "never": False}
+
+
+def add_generator_arguments(parser: argparse.ArgumentParser) -> None:
+    """How the policy model (``args.model``) writes steps (``search``); :func:`check_generator_arguments` checks
+    them before any work, :func:`step_generator_from_args` loads the model."""
+    from ..backbones.devices import DTYPES
+
+    group = parser.add_argument_group("generation (MODEL writes the steps)")
+    group.add_argument("--engine", default="transformers", choices=ENGINES,
+                       help="transformers: model.generate, each row stopped at the step separator; vllm: one "
+                            "llm.generate per wave of steps (pip install vllm; a GPU). Default: transformers.")
+    group.add_argument("--max-step-tokens", type=int, default=256,
+                       help="New tokens per step at most; a step that reaches it ends its solution (default: 256).")
+    group.add_argument("--temperature", type=float, default=None,
+                       help="Sampling temperature, > 0 (default: the model's generation config).")
+    group.add_argument("--top-p", type=float, default=None,
+                       help="Nucleus sampling, in (0, 1] (default: the model's generation config).")
+    group.add_argument("--chat-template", default="auto", choices=list(CHAT_TEMPLATE_CHOICES),
+                       help="auto: prompts given as lists of messages are rendered with the tokenizer's chat "
+                            "template and string prompts are continued as they are; always: a string prompt becomes "
+                            "one user message too; never: string prompts only. Default: auto.")
+    group.add_argument("--model-dtype", default="auto", choices=DTYPES,
+                       help="Weights and compute dtype of MODEL (auto: bfloat16 on a GPU that has it, else float32).")
+    group.add_argument("--model-options", default=None, metavar="JSON",
+                       help="A JSON object of loading options for MODEL: keyword arguments of "
+                            "ares_rerank.backbones.hub.load_model_and_tokenizer with --engine transformers (e.g. "
+                            '\'{"trust_remote_code": true, "device": "cuda:1"}\'), of vllm.LLM with --engine vllm '
+                            '(e.g. \'{"gpu_memory_utilization": 0.5}\').')
+    group.add_argument("--generation-batch-size", type=int, default=16,
+                       help="--engine transformers: contexts per model.generate call, each with its continuations "
+                            "(default: 16); vLLM schedules the whole wave itself.")
+
+
+def check_generator_arguments(args: argparse.Namespace) -> None:
+    """A one-line ValueError naming the flag for a value :func:`add_generator_arguments`'s flags cannot take (before
+    the model loads)."""
+    positive(args.max_step_tokens, "--max-step-tokens")
+    positive(args.generation_batch_size, "--generation-batch-size")
+    if args.temperature is not None and not args.temperature > 0:  # also NaN
+        raise ValueError(f"--temperature={args.temperature} must be > 0: the search samples its continuations (a "
+                         "temperature of 0 would make them all the same); leave it out for the model's default.")
+    if args.top_p is not None and not 0 < args.top_p <= 1:
+        raise ValueError(f"--top-p={args.top_p} must be in (0, 1]; leave it out for the model's default.")
+    _json_options(args.model_options, "--model-options")
+
+
+def step_generator_from_args(args: argparse.Namespace, separator: str) -> Any:
+    """The :class:`~ares_rerank.search.StepGenerator` of ``args.model`` with :func:`add_generator_arguments`' flags:
+    a transformers causal LM (loaded with :func:`~ares_rerank.backbones.hub.load_model_and_tokenizer`) or a
+    ``vllm.LLM``; its steps end at ``separator``."""
+    from ..search import step_generator
+
+    check_generator_arguments(args)
+    options = _json_options(args.model_options, "--model-options")
+    sampling = {k: v for k, v in (("temperature", args.temperature), ("top_p", args.top_p)) if v is not None}
+    common = {"separator": separator, "max_step_tokens": args.max_step_tokens,
+              "use_chat_template": CHAT_TEMPLATE_CHOICES[args.chat_template], **sampling}
+    if args.engine == "vllm":
+        try:
+            import vllm
+        except ImportError as err:
+            raise ValueError("--engine vllm needs the package 'vllm' (pip install vllm; it runs on a GPU), which is "
+                             "not installed here: install it, or use --engine transformers.") from err
+        try:
+            llm = vllm.LLM(model=str(args.model), dtype=args.model_dtype, **options)
+        except TypeError as err:
+            raise ValueError(f"--model-options {sorted(options)}: vllm.LLM does not take them ({err}).") from err
+        return step_generator(llm, **common)
+    from ..backbones.hub import load_model_and_tokenizer, named_load_errors
+
+    try:
+        with named_load_errors("MODEL", str(args.model)):
+            model, tokenizer, _ = load_model_and_tokenizer(args.model, "AutoModelForCausalLM", dtype=args.model_dtype,
+                                                           calibrated=False, **options)
+    except TypeError as err:
+        if "unexpected keyword argument" not in str(err) or not options:
+            raise
+        raise ValueError(f"--model-options {sorted(options)}: load_model_and_tokenizer does not take them ({err}); "
+                         "give trust_remote_code, device, revision, adapter, model_kwargs, ...") from err
+    if not callable(getattr(model, "generate", None)):
+        raise ValueError(f"MODEL {str(args.model)!r} loaded as {type(model).__name__}, which cannot generate: give a "
+                         "causal language model (a folder or hub id).")
+    return step_generator(model, tokenizer, batch_size=args.generation_batch_size, **common)

@@ -33,7 +33,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--method", default="ares", help="'ares' or a baseline, e.g. 'entail-prev'.")
     options.add_aggregate_argument(parser)
     parser.add_argument("--top-k", type=int, default=None, help="Keep the best k in 'ranking' (default: all).")
-    parser.add_argument("--prompt-key", default="prompt")
+    options.add_prompt_key_argument(parser)
     parser.add_argument("--candidates-key", default="candidates")
     options.add_selection_arguments(parser)
     options.add_chain_text_arguments(parser)

@@ -1,0 +1,240 @@
+"""``ares-rerank search``: step-level search with your own model, each step scored by streaming ARES as it is
+written: best-of-N (optionally with early rejection), beam search or DVTS (search-and-learn's definitions).
+
+Input lines (``--problems``): ``{"prompt": ...}``, a string (continued as it is) or a list of messages (rendered with
+the model's chat template); other fields are kept. Output lines: the input record plus ``method``, ``completions``
+(the final candidates, steps joined by the separator), ``steps``, ``step_scores`` (ARES tau of each step),
+``scores`` (chain scores under --aggregate), ``finished`` (the solution ended rather than being stopped or cut),
+``stopped`` (by early rejection), ``best_index``, ``best``, ``best_score``, ``selection`` and ``stats``: the
+problem's generated ``tokens`` and ``steps`` (lookahead rollouts included), backbone ``evaluations``, ``seconds``
+(its share of each wave), candidates ``stopped`` and early rejection's estimated ``tokens_saved``.
+
+--batch-size problems are searched together: their steps share each generation wave and each backbone call. Each
+batch is seeded with --generation-seed plus the index of its first problem, so a stopped run resumes with the same
+samples.
+
+Examples:
+    ares-rerank search Qwen/Qwen2.5-0.5B-Instruct --problems problems.jsonl --method beam --n 8 --output out.jsonl
+    ares-rerank search MODEL --problems problems.jsonl --method best-of-n --rejection hard --n 16 --output out.jsonl
+    ares-rerank search MODEL --problems problems.jsonl --method dvts --n 16 --beam-width 4 --engine vllm
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..io import check_input_file, read_jsonl, record_key
+from . import options
+
+
+METHODS = ("best-of-n", "beam", "dvts")
+
+
+def register(subparsers: Any) -> None:
+    from ..search import REJECTIONS
+
+    parser = subparsers.add_parser(
+        "search", help="Generate with your model step by step, steered by ARES (beam search, DVTS, best-of-N).",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("model", metavar="MODEL",
+                        help="The model that writes the steps: a causal LM folder or hub id (transformers), or what "
+                             "vllm.LLM loads with --engine vllm.")
+    parser.add_argument("--problems", type=Path, default=None, metavar="JSONL",
+                        help="JSONL file of {\"prompt\": ...} records ('-' for standard input).")
+    options.add_output_arguments(parser)
+    options.add_prompt_key_argument(parser)
+    group = parser.add_argument_group("search")
+    group.add_argument("--method", default="beam", choices=METHODS,
+                       help="best-of-n: n candidates written to their end (stopped early with --rejection); beam: "
+                            "search-and-learn's beam search; dvts: its diverse verifier tree search. Default: beam.")
+    group.add_argument("--n", type=int, default=8,
+                       help="Candidates per problem (beam: partial solutions per iteration; default: 8).")
+    group.add_argument("--beam-width", type=int, default=4,
+                       help="beam / dvts: expansions per kept beam (m); n // m beams or subtrees (default: 4).")
+    group.add_argument("--num-iterations", type=int, default=40,
+                       help="Steps per candidate at most (beam / dvts: iterations); a candidate still running then "
+                            "is returned cut (default: 40).")
+    group.add_argument("--lookahead", type=int, default=0,
+                       help="beam / dvts: greedy rollout steps before a candidate is scored (default: 0).")
+    group.add_argument("--filter-duplicates", action="store_true",
+                       help="beam: drop beams whose steps repeat another's before keeping the best.")
+    group.add_argument("--sort-completed", action="store_true",
+                       help="beam: return the n best completed candidates, not the first n to complete.")
+    group.add_argument("--rejection", default=None, choices=REJECTIONS,
+                       help="best-of-n: 'hard' stops a candidate at its first step with tau <= --threshold; 'soft' "
+                            "too, but keeps the --keep best of each problem; 'none' (default) writes all to the end.")
+    group.add_argument("--keep", type=int, default=1, help="--rejection soft: candidates each problem keeps (1).")
+    group.add_argument("--generation-seed", type=int, default=0,
+                       help="Seeds MODEL's sampling; batch k of problems takes this plus the index of its first "
+                            "problem (default: 0; --seed seeds ARES's trajectory sampler).")
+    options.add_aggregate_argument(parser)
+    options.add_selection_arguments(parser)
+    options.add_generator_arguments(parser)
+    options.add_chain_text_arguments(parser)
+    options.add_backbone_arguments(parser)
+    options.add_config_arguments(parser)
+    options.add_run_arguments(parser, batch_size=4, unit="Problems")
+
+
+def _check_search_flags(args: argparse.Namespace, config: Any) -> None:
+    """One error line naming the flag for every setting the search cannot take, before any file is read."""
+    for value, flag in ((args.n, "--n"), (args.beam_width, "--beam-width"), (args.num_iterations, "--num-iterations"),
+                        (args.keep, "--keep"), (args.batch_size, "--batch-size")):
+        options.positive(value, flag)
+    if args.lookahead < 0:
+        raise ValueError(f"--lookahead={args.lookahead} must be 0 (no rollout) or more.")
+    if args.generation_seed < 0:
+        raise ValueError(f"--generation-seed={args.generation_seed} must be 0 or more.")
+    beam = args.method in ("beam", "dvts")
+    if args.rejection not in (None, "none") and beam:
+        raise ValueError(f"--rejection {args.rejection} applies to --method best-of-n; beam search and DVTS keep the "
+                         "best candidates by score instead: drop --rejection, or use --method best-of-n.")
+    if args.keep != 1 and args.rejection != "soft":
+        raise ValueError(f"--keep={args.keep} applies to --rejection soft: add it, or drop --keep.")
+    for flag, given in (("--lookahead", args.lookahead), ("--filter-duplicates", args.filter_duplicates),
+                        ("--sort-completed", args.sort_completed)):
+        only = ("beam", "dvts") if flag == "--lookahead" else ("beam",)
+        if given and args.method not in only:
+            raise ValueError(f"{flag} applies to --method {' or '.join(only)}, not {args.method}: drop it.")
+    if beam and args.beam_width > args.n:
+        raise ValueError(f"--beam-width={args.beam_width} must be at most --n={args.n} (n // beam-width beams are "
+                         "kept): lower --beam-width or raise --n.")
+    if args.method == "dvts" and args.n % args.beam_width:
+        raise ValueError(f"--method dvts: --n={args.n} must be a multiple of --beam-width={args.beam_width} (n // m "
+                         f"subtrees of m expansions), e.g. --n {args.n - args.n % args.beam_width or args.beam_width}.")
+    horizon = args.num_iterations + (args.lookahead if beam else 0)
+    if config.max_steps is not None and horizon > config.max_steps:
+        raise ValueError(f"--num-iterations={args.num_iterations}{f' + --lookahead={args.lookahead}' if beam else ''} "
+                         f"= {horizon} steps exceeds --max-steps={config.max_steps} (the most steps ARES scores in a "
+                         "chain): lower them, or raise --max-steps.")
+    options.check_generator_arguments(args)
+
+
+def _separator(args: argparse.Namespace) -> str:
+    separator = options.step_separator(args.step_separator)
+    if separator is None or separator.startswith("re:"):
+        raise ValueError(f"--step-separator={args.step_separator!r}: generation stops each step at a literal string, "
+                         "not at sentence ends or a regex; give the text that ends a step, e.g. '\\n\\n'.")
+    return separator
+
+
+def _read(path: Path, key: str, use_chat_template: bool | None) -> list[dict[str, Any]]:
+    """The problems, each with a non-empty prompt of one format (strings or message lists), checked line by line."""
+    from ..records import PROMPT_ROLES, message_text
+
+    records, formats = [], {}
+    for lineno, record in read_jsonl(path):
+        if not isinstance(record, dict) or key not in record:
+            raise ValueError(f"{path}:{lineno} needs the key {key!r} (the prompt: a string or a list of messages); "
+                             "name another key with --prompt-key.")
+        try:
+            text = message_text(record[key], PROMPT_ROLES, key)
+        except TypeError as err:
+            raise ValueError(f"{path}:{lineno}: {err}") from err
+        if not text.strip():
+            raise ValueError(f"{path}:{lineno}: {key!r} is empty: each problem needs the text its steps follow from.")
+        formats.setdefault(isinstance(record[key], str), lineno)
+        records.append(record)
+    if use_chat_template is False and False in formats:
+        raise ValueError(f"{path}:{formats[False]}: the prompt is a list of messages, which --chat-template never "
+                         "cannot render: use --chat-template auto, or give string prompts.")
+    if len(formats) > 1 and use_chat_template is None:
+        raise ValueError(f"{path}: line {formats[True]} has a string prompt and line {formats[False]} a list of "
+                         "messages: give one format, or --chat-template always to render strings as user messages.")
+    return records
+
+
+def _record(record: dict[str, Any], result: Any) -> dict[str, Any]:
+    out = result.to_dict()
+    del out["prompt"]  # the input record has it
+    return {**record, **out}
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
+    config = options.config_from_args(args)
+    _check_search_flags(args, config)
+    separator = _separator(args)
+    matcher = options.answer_fn_from_args(args.answer_fn)
+    if args.problems is None:
+        raise ValueError("no problems: give --problems FILE.jsonl ({\"prompt\": ...} per line, '-' for standard "
+                         "input).")
+    check_input_file(args.problems)
+    results = options.open_results(args, args.problems)  # checked (and locked) before any work
+    totals = {"tokens": 0, "steps": 0, "evaluations": 0, "seconds": 0.0, "stopped": 0}
+    searched: list[Any] = []
+    with options.keep_partial_on_failure(results):
+        records = _read(args.problems, args.prompt_key, options.CHAT_TEMPLATE_CHOICES[args.chat_template])
+        if not records:
+            print(f"input {str(args.problems)!r} holds no problems: nothing to search.", file=sys.stderr)
+        keys = [record_key(i, record) for i, record in enumerate(records)]
+        done = options.resume_results(results, keys)
+        if done < len(records):
+            backbone = options.backbone_from_args(args)
+            generator = options.step_generator_from_args(args, separator)
+            search = _searcher(args, backbone, config, separator, matcher, generator)
+            with tqdm(total=len(records), initial=done, desc=f"search ({args.method}, n={args.n})", unit="problem",
+                      disable=args.no_progress, file=sys.stderr) as bar:
+                for start in range(done, len(records), args.batch_size):
+                    batch = records[start:start + args.batch_size]
+                    found = search([r[args.prompt_key] for r in batch], args.generation_seed + start)
+                    results.append([_record(r, f) for r, f in zip(batch, found)], keys[start:start + len(batch)])
+                    for f in found:
+                        for name in totals:
+                            totals[name] += getattr(f.stats, name)
+                    searched += found
+                    bar.set_postfix(tokens=totals["tokens"], evaluations=totals["evaluations"])
+                    bar.update(len(batch))
+        results.finish()
+    if done:
+        print(f"resumed: {done} problems were already searched by an earlier run", file=sys.stderr)
+    if searched:
+        count = len(searched)
+        print(f"searched {count} problems with method={searched[0].method}, n={args.n}, backbone={args.backbone}: "
+              f"per problem {totals['tokens'] / count:.0f} generated tokens, {totals['steps'] / count:.1f} steps, "
+              f"{totals['evaluations'] / count:.0f} backbone evaluations, {totals['seconds'] / count:.1f} s"
+              + (f", {totals['stopped'] / count:.1f} candidates stopped" if args.rejection not in (None, "none")
+                 else ""), file=sys.stderr)
+        _demo_warning(searched, backbone)
+    return 0
+
+
+def _searcher(args: argparse.Namespace, backbone: Any, config: Any, separator: str, matcher: Any,
+              generator: Any) -> Any:
+    """``search(prompts, seed) -> [SearchResult]`` for the method the flags name."""
+    from ..rerank import AresReranker
+    from ..search import beam_search, dvts, stepwise_best_of_n
+
+    reranker = AresReranker(backbone, config, step_separator=separator, prompt_split=args.prompt_split,
+                            aggregate=args.aggregate, batch_size=None, show_progress_bar=False,
+                            selection=args.selection, answer_fn=matcher)
+    if args.method == "best-of-n":
+        return lambda prompts, seed: stepwise_best_of_n(
+            generator, prompts, reranker, args.n, rejection=args.rejection or "none", keep=args.keep,
+            max_steps=args.num_iterations, seed=seed)
+    if args.method == "dvts":
+        return lambda prompts, seed: dvts(generator, prompts, reranker, args.n, beam_width=args.beam_width,
+                                          num_iterations=args.num_iterations, lookahead=args.lookahead, seed=seed)
+    return lambda prompts, seed: beam_search(
+        generator, prompts, reranker, args.n, beam_width=args.beam_width, num_iterations=args.num_iterations,
+        lookahead=args.lookahead, filter_duplicates=args.filter_duplicates, sort_completed=args.sort_completed,
+        seed=seed)
+
+
+def _demo_warning(searched: list[Any], backbone: Any) -> None:
+    """Say last on stderr when the embedded demo head scored steps outside its domain (the search then followed
+    scores that carry no signal), as ``score`` and the reranker do."""
+    from ..domain import demo_warning_message, is_demo_backbone, off_domain_reason
+
+    if not is_demo_backbone(backbone):
+        return
+    steps = [s for r in searched for s in r.steps if s]
+    scores = [s for r in searched for s, kept in zip(r.step_scores, r.steps) if kept]
+    reason = off_domain_reason(steps, scores) if steps else None
+    if reason:
+        print(f"WARNING: {demo_warning_message('ares-rerank search', reason)}", file=sys.stderr)

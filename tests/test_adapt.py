@@ -54,7 +54,10 @@ def test_adapt_command_continues_a_head_with_replay_and_saves_it_with_its_card(t
     assert record["premise_selection"] == "relevant:6" and record["max_length"] == 256
     assert json.loads((saved / "adapter_config.json").read_text())["r"] == 2
     assert record["val"]["method"] == "platt"
-    assert adaptation["chains"] == {"train": 9, "val": 1, "heldout": 2}  # 12 chains split by chain id
+    first = json.loads((head / "ares_calibration.json").read_text())
+    # trained through the head's own calibration, which stays as it was (no refit unless asked)
+    assert (record["temperature"], record["bias"]) == (first["temperature"], first["bias"])
+    assert adaptation["chains"] == {"train": 10, "val": 0, "heldout": 2}  # 12 chains split by chain id
     assert adaptation["replay"]["chains"] == 6 and adaptation["replay"]["pairs"] > 0
     assert adaptation["replay"]["mix"]["num_chains"] == 24  # rebuilt from the recorded mix, not stored
     assert record["training"]["replay_mix"] == adaptation["replay"]["mix"]
@@ -64,7 +67,8 @@ def test_adapt_command_continues_a_head_with_replay_and_saves_it_with_its_card(t
         assert set(entry["before"]) == set(entry["after"]) and entry["before"]
         assert all(0.0 <= v <= 1.0 for v in [*entry["before"].values(), *entry["after"].values()])
     assert "ARES macro-F1 at 0.5" in sets["your held-out chains"]["after"]
-    assert adaptation["report"]["steps"] == 3
+    assert adaptation["report"]["steps"] == 3 and adaptation["report"]["replay_rows"] == 3 * 2
+    assert adaptation["arguments"]["replay_target"] == "head"
     assert json.loads((out / "report.json").read_text())["sets"] == sets
 
     card = (saved / "README.md").read_text()
@@ -80,9 +84,47 @@ def test_adapt_command_continues_a_head_with_replay_and_saves_it_with_its_card(t
     # adapting the adapted head again replays the original generated mix, not the user's chains
     again = tmp_path / "again"
     assert main(["adapt", str(saved), "--chains_file", str(chains), "--output_dir", str(again), "--max_steps", "1",
-                 "--batch_size", "4", "--replay_chains", "3", "--progress", "false"]) == 0
-    second = json.loads((again / "head" / "ares_calibration.json").read_text())["adaptation"]
+                 "--batch_size", "4", "--replay_chains", "3", "--progress", "false", "--recalibrate", "true",
+                 "--replay_target", "labels"]) == 0
+    refit = json.loads((again / "head" / "ares_calibration.json").read_text())
+    second = refit["adaptation"]
     assert second["replay"]["chains"] == 3 and second["replay"]["mix"]["num_chains"] == 24
+    # --recalibrate holds val chains apart and refits the head's method on them and on the mix's val pairs
+    assert second["chains"] == {"train": 9, "val": 1, "heldout": 2}
+    assert refit["val"]["method"] == "platt" and refit["val"]["num_pairs"] > 0 and "calibrated_on" in refit
+    assert refit["temperature"] == pytest.approx(refit["val"]["temperature"])
+
+
+def test_the_batch_plan_mixes_replay_and_cycles_your_pairs_evenly():
+    from collections import Counter
+
+    from ares_rerank.training.adapt_steps import batch_plan
+
+    plan = batch_plan(n_user=10, n_replay=1000, steps=20, batch_size=16, replay_share=0.5, seed=0)
+    assert len(plan) == 20 and all(len(mine) == 8 and len(theirs) == 8 for mine, theirs in plan)
+    seen = Counter(i for mine, _ in plan for i in mine)
+    assert set(seen) == set(range(10)) and max(seen.values()) - min(seen.values()) <= 1  # 160 rows over 10 pairs
+    replayed = [i for _, theirs in plan for i in theirs]
+    assert len(set(replayed)) == len(replayed) == 160  # without repeats while they last
+    assert all(not theirs and len(mine) == 16 for mine, theirs in batch_plan(10, 0, 3, 16, 0.5, 0))
+    assert all(len(theirs) == 3 for _, theirs in batch_plan(10, 2, 4, 4, 0.99, 0))  # one row of yours at least
+
+
+def test_the_trained_log_odds_are_the_calibrated_probability_the_head_scores_with():
+    import numpy as np
+    import torch
+
+    from ares_rerank.calibration import entailment_probs_from_logits
+    from ares_rerank.training.adapt_steps import entailment_log_odds
+
+    logits = torch.tensor([[0.3, -1.2, 2.0], [4.0, 1.0, -3.0], [-2.0, 0.5, 0.1]], dtype=torch.float64)
+    for index, temperature, bias in ((1, 1.0, 0.0), (2, 1.7, -1.1), (0, 0.6, 0.4)):
+        odds = entailment_log_odds(logits, index, temperature, bias)
+        expected = entailment_probs_from_logits(logits.numpy(), index, temperature, bias)
+        assert np.allclose(torch.sigmoid(odds).numpy(), expected)
+    single = torch.tensor([[0.7], [-2.5]], dtype=torch.float64)
+    expected = entailment_probs_from_logits(single.numpy()[:, 0], 1, 1.3, 0.2)
+    assert np.allclose(torch.sigmoid(entailment_log_odds(single, 0, 1.3, 0.2)).numpy(), expected)
 
 
 def test_adapt_refuses_bad_input_before_any_work(tmp_path, tiny_nli_path, capsys):
@@ -96,6 +138,8 @@ def test_adapt_refuses_bad_input_before_any_work(tmp_path, tiny_nli_path, capsys
     assert not (tmp_path / "out").exists()
     with pytest.raises(ValueError, match=r"replay_share=1.5 must lie in \[0, 1\)"):
         adapt_head("default", few, tmp_path / "out", replay_share=1.5)
+    with pytest.raises(ValueError, match=r"replay_target='teacher' must be 'head'"):
+        adapt_head("default", few, tmp_path / "out", replay_target="teacher")
     with pytest.raises(ValueError, match=r"HEAD=.*is a full model, not a LoRA adapter head"):
         adapt_head(str(tiny_nli_path), _write_chains(tmp_path / "ok.jsonl"), tmp_path / "out")
     assert main(["adapt", str(tmp_path / "nowhere" / "head"), "--chains_file", str(few), "--output_dir",

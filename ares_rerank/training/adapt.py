@@ -6,15 +6,16 @@
 From Python: ``adapt_head("default", "mine.jsonl", "runs/my-head")`` (keywords: the fields of
 :class:`AdaptArguments`).
 
-What it does: the head's LoRA rank, scale, premise selection, window and calibration method come from the head
+What it does: the head's LoRA rank, scale, premise selection, window and calibration come from the head
 (``adapter_config.json`` and ``ares_calibration.json``); nothing has to be repeated. Your chains are split by chain into
-train / val / held-out; their pairs are built with the head's own premise selection. Every training batch mixes them
-with **replay** pairs (``replay_share`` of the batch): chains of the generated mix the head was trained on, rebuilt
-from the mix recorded in its calibration file (never stored; the shipped head's ClaimTrees and recipe chains), from its
-training split only. The adapter is trained further at its own rank, the calibration is refitted with the head's
-method on your val pairs and the head's own val pairs, and the head is saved to ``output_dir/head`` with a card that
-says what it was adapted on. Before and after, it measures your held-out chains (pair accuracy, ARES macro-F1 at the
-threshold 0.5) and the held-out pairs of every split on the head's card (accuracy, ECE), and prints the table.
+train and held-out; their pairs are built with the head's own premise selection. Every step's batch mixes them with
+**replay** pairs (``replay_share`` of the batch): pairs of the generated mix the head was trained on, rebuilt from the
+mix recorded in its calibration file (never stored; the shipped head's ClaimTrees and recipe chains), from its training
+split only, fitted to what the head itself said about them before adapting (a distillation: it keeps what it knew,
+its confidence included). The loss reads the head's calibrated log-odds, so the calibration stays valid and is not
+refitted unless asked (``recalibrate``). The head is saved to ``output_dir/head`` with a card that says what it was
+adapted on. Before and after, it measures your held-out chains (pair accuracy, ARES macro-F1 at the threshold 0.5)
+and the held-out pairs of every split on the head's card (accuracy, ECE), and prints the table.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any, Sequence
 from ..chain import Chain
 from ..io import prepare_run_dir
 from .mix import MixArguments, training_chains
-from .pairs import build_pairs, pairs_dataset, split_chains
+from .pairs import build_pairs, split_chains
 
 
 __all__ = ["AdaptArguments", "AdaptedHead", "adapt_head", "format_report", "head_settings", "main", "resolve_head"]
@@ -39,27 +40,36 @@ __all__ = ["AdaptArguments", "AdaptedHead", "adapt_head", "format_report", "head
 
 @dataclass
 class AdaptArguments:
-    """What ``ares-rerank adapt`` takes; the defaults suit a few dozen chains on a CPU (120 steps of 12 pairs, a
-    quarter of them replayed)."""
+    """What ``ares-rerank adapt`` takes; the defaults suit a few dozen chains on a CPU (60 steps of 16 pairs, half
+    of them replayed)."""
 
     chains_file: str = field(default="", metadata={
         "help": "Your labelled chains (JSONL: {base_claims, steps, labels: 1 = unsound per step} or {prompt, "
                 "completion, labels}); at least 5."})
     output_dir: str = field(default="", metadata={"help": "Where the adapted head (head/) and report.json go."})
-    max_steps: int = field(default=120, metadata={"help": "Optimizer steps."})
-    learning_rate: float = field(default=3e-4, metadata={"help": "Peak learning rate (linear decay)."})
-    batch_size: int = field(default=12, metadata={"help": "Pairs per step, replay pairs included."})
-    replay_share: float = field(default=0.25, metadata={
+    max_steps: int = field(default=60, metadata={"help": "Optimizer steps."})
+    learning_rate: float = field(default=3e-4, metadata={"help": "Peak learning rate (linear warmup and decay)."})
+    batch_size: int = field(default=16, metadata={"help": "Pairs per step, replay pairs included."})
+    replay_share: float = field(default=0.5, metadata={
         "help": "Share of each batch drawn from the head's own training mix, rebuilt from its record (0 = none: the "
                 "head forgets what your chains do not show)."})
+    replay_target: str = field(default="head", metadata={
+        "help": "What replay pairs are fitted to: 'head' (the head's own calibrated probabilities from before "
+                "adapting: it keeps what it knew, confidence included) or 'labels' (their gold labels).",
+        "choices": ["head", "labels"]})
     replay_chains: int = field(default=100, metadata={"help": "Chains of the head's training split to replay from."})
-    replay_max_chars: int = field(default=600, metadata={
+    replay_max_chars: int = field(default=800, metadata={
         "help": "Replay only pairs of at most this many characters (premises and step): long pairs (recipe chains at "
                 "512 tokens) cost a CPU 5-10x more per step than a few dozen chains' own pairs (0 = no limit)."})
+    recalibrate: bool = field(default=False, metadata={
+        "help": "Refit the calibration (the head's method) on the val pairs of your chains and of the head's own "
+                "mix. Off by default: training reads the head's own calibration, which then stays valid for what "
+                "the head knew."})
     heldout_fraction: float = field(default=0.2, metadata={
         "help": "Share of your chains held out for the before / after check (never trained on)."})
     val_fraction: float = field(default=0.1, metadata={
-        "help": "Share of your chains whose pairs, with the head's own val pairs, refit the calibration."})
+        "help": "Share of your chains whose pairs, with the head's own val pairs, refit the calibration (with "
+                "--recalibrate; otherwise they are trained on)."})
     seed: int = field(default=0, metadata={"help": "Seed of the splits, the replay draw and training."})
     torch_threads: int = field(default=0, metadata={"help": "torch intra-op threads (0 = torch's default)."})
     max_train_seconds: float = field(default=0.0, metadata={
@@ -81,6 +91,9 @@ class AdaptArguments:
                 raise ValueError(f"{name}={value!r} must be an integer >= {low}.")
         if not math.isfinite(self.learning_rate) or self.learning_rate <= 0:
             raise ValueError(f"learning_rate={self.learning_rate} must be a finite number > 0, e.g. 2e-4.")
+        if self.replay_target not in ("head", "labels"):
+            raise ValueError(f"replay_target={self.replay_target!r} must be 'head' (the head's own probabilities) or "
+                             "'labels' (gold labels).")
         if not 0.0 <= self.replay_share < 1.0:
             raise ValueError(f"replay_share={self.replay_share} must lie in [0, 1): 0.5 replays half of each batch, "
                              "0 none.")
@@ -161,7 +174,9 @@ def _user_splits(args: AdaptArguments) -> dict[str, list[Chain]]:
     if unlabelled or len(chains) < 5:
         raise ValueError(f"chains_file={args.chains_file!r}: needs at least 5 chains (train, val, held-out), each with "
                          f"'labels' (one per step, 1 = unsound); {len(chains)} chains, unlabelled: {unlabelled[:5]}.")
-    return split_chains(chains, {"val": args.val_fraction, "heldout": args.heldout_fraction}, seed=args.seed)
+    fractions = {"val": args.val_fraction} if args.recalibrate else {}
+    parts = split_chains(chains, {**fractions, "heldout": args.heldout_fraction}, seed=args.seed)
+    return {"train": parts["train"], "val": parts.get("val", []), "heldout": parts["heldout"]}
 
 
 def _user_oracle(chain: Chain) -> Any:
@@ -192,24 +207,6 @@ def _replay_parts(mix: MixArguments | None, args: AdaptArguments) -> dict[str, l
         limit = args.replay_max_chars
         pairs["train"] = [r for r in pairs["train"] if len("\n".join(r["premises"])) + len(r["hypothesis"]) <= limit]
     return {**pairs, "chains": [c.id for c in parts["train"]]}
-
-
-def _stream(user: list[dict[str, Any]], replay: list[dict[str, Any]], args: AdaptArguments) -> list[dict[str, Any]]:
-    """``max_steps * batch_size`` training rows: your pairs cycled (each seen equally often), replay pairs drawn
-    without repeats while they last, ``replay_share`` of them replay."""
-    rng = random.Random(args.seed)
-    total = args.max_steps * args.batch_size
-    n_replay = round(total * args.replay_share) if replay else 0
-
-    def cycled(rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        while len(out) < n:
-            out += rng.sample(rows, len(rows))
-        return out[:n]
-
-    rows = cycled(user, total - n_replay) + cycled(replay, n_replay)
-    rng.shuffle(rows)
-    return rows
 
 
 def adapt_head(head: str | Path = "default", chains_file: str | Path | None = None,
@@ -249,24 +246,14 @@ def run_adaptation(head: str, args: AdaptArguments) -> AdaptedHead:
     if mix is None and args.replay_share:
         print(f"note: {head!r} records no generated training mix, so nothing is replayed and only your held-out "
               "chains are checked.", file=sys.stderr, flush=True)
-    rows = _stream(pairs["train"], replay["train"], args)
     print(json.dumps({"head": head, "chains": {k: len(v) for k, v in user.items()},
                       "pairs": {k: len(v) for k, v in pairs.items()}, "replay_pairs": len(replay["train"]),
                       "lora_r": settings["lora_r"], "premise_selection": selection,
                       "max_length": settings["max_length"], "calibration": settings["calibration_method"]}),
           flush=True)
-    data = {"train": pairs_dataset(rows), "val": pairs_dataset(pairs["val"] + replay["val"]),
-            "heldout": pairs_dataset(pairs["heldout"]),
-            **({"head_test": pairs_dataset(replay["test"])} if replay["test"] else {})}
-    import datasets
-
-    quiet = datasets.is_progress_bar_enabled()
-    datasets.disable_progress_bars()  # the training bar is the one that matters
-    try:
-        adapted = train_and_measure(folder, settings, args, data, user["heldout"])
-    finally:
-        if quiet:
-            datasets.enable_progress_bars()
+    rows = {"train": pairs["train"], "replay": replay["train"], "val": pairs["val"] + replay["val"],
+            "heldout": pairs["heldout"], "head_test": replay["test"]}
+    adapted = train_and_measure(folder, settings, args, rows, user["heldout"])
     adaptation = {"head": head, "chains_file": str(args.chains_file), "chains": {k: len(v) for k, v in user.items()},
                   "pairs": {k: len(v) for k, v in pairs.items()}, "replay": {
                       "share": args.replay_share if replay["train"] else 0.0, "pairs": len(replay["train"]),

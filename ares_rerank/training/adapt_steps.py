@@ -1,37 +1,75 @@
 """The training, measuring and saving steps of :mod:`ares_rerank.training.adapt`.
 
-:func:`train_and_measure` continues the head's adapter at its own rank on the mixed stream of pairs, refits the
-calibration with the head's method, and measures every check set before and after; :func:`save_adapted` saves the
-head with its card and the adaptation record.
+:func:`train_and_measure` continues the head's adapter on a plan of batches that mix your pairs with replay pairs,
+measures every check set before and after, and (only when asked) refits the calibration; :func:`save_adapted` saves
+the head with its card and the adaptation record.
+
+The loss is read where the head is used: on the calibrated entailment log-odds (the head's own temperature and bias),
+so your labels are fitted at the scale the head scores at and the calibration of everything else stays valid. Replay
+pairs are fitted to the head's own calibrated probabilities from before adapting (``replay_target="head"``: what it
+knew, kept as it was; a distillation, which also keeps its confidence on inputs your chains do not resemble), or to
+their gold labels. Dropout is off: a few dozen chains are fitted, not regularized by noise.
 """
 
 from __future__ import annotations
 
+import random
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..chain import Chain
 
 
-__all__ = ["ares_f1_at_half", "save_adapted", "train_and_measure"]
+__all__ = ["ares_f1_at_half", "batch_plan", "entailment_log_odds", "save_adapted", "train_and_measure"]
 
 # The fixed threshold of the reported ARES macro-F1 (a step is flagged when its score is at most this).
 THRESHOLD = 0.5
 
 
 def _training_args(folder: Path, settings: dict[str, Any], args: Any) -> Any:
+    """The arguments :func:`~ares_rerank.training.head.load_base` reads: the head's base, adapter and rank."""
     from .head import HeadTrainingArguments
 
     return HeadTrainingArguments(
         output_dir=args.output_dir, base_model=settings["base_model"], init_adapter=str(folder),
         lora_r=settings["lora_r"], lora_alpha=settings["lora_alpha"], lora_dropout=0.0,
-        max_length=settings["max_length"], calibration_method=settings["calibration_method"],
-        learning_rate=args.learning_rate, max_steps=args.max_steps, per_device_train_batch_size=args.batch_size,
-        per_device_eval_batch_size=64, warmup_steps=min(10, args.max_steps // 10), weight_decay=0.01,
-        lr_scheduler_type="linear", eval_strategy="no", save_strategy="no", load_best_model_at_end=False,
-        logging_steps=max(1, args.max_steps // 6), length_chunks=min(4, args.batch_size), seed=args.seed,
-        disable_tqdm=not args.progress, report_to="none", dataloader_num_workers=0, dataloader_pin_memory=False,
-        max_train_seconds=args.max_train_seconds, overwrite_output_dir=True)
+        max_length=settings["max_length"], calibration_method=settings["calibration_method"], seed=args.seed,
+        report_to="none", disable_tqdm=not args.progress, overwrite_output_dir=True)
+
+
+def entailment_log_odds(logits: Any, index: int, temperature: float, bias: float) -> Any:
+    """Calibrated log-odds of class ``index`` (torch, differentiable): ``log p - log(1 - p)`` of
+    :func:`~ares_rerank.calibration.entailment_probs_from_logits` (a single logit is binary log-odds)."""
+    import torch
+
+    if logits.shape[-1] == 1:
+        return logits[:, 0] / temperature + bias
+    scaled = logits / temperature
+    others = torch.cat([scaled[:, :index], scaled[:, index + 1:]], dim=1)
+    return scaled[:, index] + bias - torch.logsumexp(others, dim=1)
+
+
+def batch_plan(n_user: int, n_replay: int, steps: int, batch_size: int, replay_share: float,
+               seed: int) -> list[tuple[list[int], list[int]]]:
+    """Per optimizer step, the indices of its user rows and replay rows: ``round(batch_size * replay_share)`` replay
+    rows (none without replay pairs), drawn without repeats while they last; your rows cycled, each seen equally
+    often."""
+    rng = random.Random(seed)
+    per_replay = min(batch_size - 1, round(batch_size * replay_share)) if n_replay else 0
+
+    def cycled(n: int, per_step: int) -> list[list[int]]:
+        pool: list[int] = []
+        out = []
+        for _ in range(steps):
+            while len(pool) < per_step:
+                pool += rng.sample(range(n), n)
+            out.append(pool[:per_step])
+            del pool[:per_step]
+        return out
+
+    replay = cycled(n_replay, per_replay) if per_replay else [[] for _ in range(steps)]
+    return list(zip(cycled(n_user, batch_size - per_replay), replay))
 
 
 def ares_f1_at_half(chains: list[Chain], backbone: Any) -> float:
@@ -47,74 +85,137 @@ def ares_f1_at_half(chains: list[Chain], backbone: Any) -> float:
     return macro_prf(labels, flagged)[2]
 
 
-def _recorded_test(settings: dict[str, Any], encoded: dict[str, Any]) -> dict[str, float] | None:
+def _recorded_test(settings: dict[str, Any], rows: dict[str, list[dict[str, Any]]]) -> dict[str, float] | None:
     """The head's own test-split numbers from its record, when they were measured on these very pairs (the same
     count, rebuilt from its recorded mix): measuring them again would cost the CPU minutes and give the same."""
     test = settings["record"].get("test")
-    if "head_test" not in encoded or not isinstance(test, dict) or test.get("num_pairs") != len(encoded["head_test"]):
+    if not rows.get("head_test") or not isinstance(test, dict) or test.get("num_pairs") != len(rows["head_test"]):
         return None
     if not isinstance(test.get("accuracy_after"), float) or not isinstance(test.get("ece_after"), float):
         return None
     return {"pair accuracy": test["accuracy_after"], "ECE": test["ece_after"]}
 
 
-def _measure(trainer: Any, tokenizer: Any, settings: dict[str, Any], scale: tuple[float, float],
-             encoded: dict[str, Any], heldout: list[Chain], before: bool = False) -> tuple[dict[str, Any], Any]:
-    """Every check set at the calibration ``scale`` = (temperature, bias): your held-out pairs and chains, and the
-    head's own test pairs (``before``: from its record when that measured the same pairs); and the calibration
-    report of the head's test pairs (``None`` when not measured)."""
-    from ..backbones.nli import EntailmentHead
+def _logits(head: Any, rows: Sequence[dict[str, Any]]) -> Any:
+    return head.logits([list(r["premises"]) for r in rows], [r["hypothesis"] for r in rows])
+
+
+def _measure(heads: tuple[Any, Any], settings: dict[str, Any], rows: dict[str, list[dict[str, Any]]],
+             heldout: list[Chain], before: bool = False) -> tuple[dict[str, Any], Any]:
+    """Every check set at the heads' current calibration: your held-out pairs and chains, and the head's own test
+    pairs (``before``: from its record when that measured the same pairs); and the calibration report of the
+    head's test pairs (``None`` when not measured). ``heads``: the model read on pairs whose premises are already
+    selected, and the same model with the head's premise selection, read on chains."""
+    head, scored = heads
     from ..calibration import calibrate
 
     out: dict[str, dict[str, float]] = {}
     test_report = None
-    recorded = _recorded_test(settings, encoded) if before else None
+    recorded = _recorded_test(settings, rows) if before else None
     if recorded is not None:
         out["head_test"] = recorded
     for name in ("heldout", "head_test"):
-        if name not in encoded or not len(encoded[name]) or name in out:
+        if not rows.get(name) or name in out:
             continue
-        pred = trainer.predict(encoded[name])
-        report = calibrate(pred.predictions, pred.label_ids, temperature=scale[0], bias=scale[1])
+        report = calibrate(_logits(head, rows[name]), [r["label"] for r in rows[name]], positive_index=head.label_index,
+                           temperature=head.temperature, bias=head.bias)
         out[name] = {"pair accuracy": float(report.accuracy_after), "ECE": float(report.ece_after)}
         test_report = report if name == "head_test" else test_report
-    model = trainer.model.eval()
-    head = EntailmentHead(model, tokenizer, temperature=scale[0], bias=scale[1], cache_size=0,
-                          premise_selection=settings["premise_selection"], max_length=settings["max_length"])
-    out.setdefault("heldout", {})["ARES macro-F1 at 0.5"] = ares_f1_at_half(heldout, head)
+    head.model.eval()
+    out.setdefault("heldout", {})["ARES macro-F1 at 0.5"] = ares_f1_at_half(heldout, scored)
     return out, test_report
 
 
-def train_and_measure(folder: Path, settings: dict[str, Any], args: Any, data: dict[str, Any],
-                      heldout: list[Chain]) -> dict[str, Any]:
-    """Train the continued adapter on ``data["train"]``, refit the calibration on ``data["val"]`` and measure the
-    check sets before and after (see :mod:`ares_rerank.training.adapt`)."""
-    from transformers import DataCollatorWithPadding, set_seed
+def _train(head: Any, args: Any, user: list[dict[str, Any]], replay: list[dict[str, Any]]) -> dict[str, Any]:
+    """The optimizer loop: AdamW, linear warmup and decay, gradient clipping at 1, a progress bar."""
+    import torch
+    import torch.nn.functional as F
+    from tqdm.auto import tqdm
 
+    plan = batch_plan(len(user), len(replay), args.max_steps, args.batch_size, args.replay_share, args.seed)
+    scale = (head.label_index, head.temperature, head.bias)
+    model = head.model
+    encode = [head.encode_pair(list(r["premises"]), r["hypothesis"]) for r in user]
+    used = sorted({i for _, part in plan for i in part})
+    replayed = {i: head.encode_pair(list(replay[i]["premises"]), replay[i]["hypothesis"]) for i in used}
+    targets: dict[int, float] = {}
+    if args.replay_target == "head" and used:  # what the head said before adapting: one pass over the rows used
+        model.eval()
+        with torch.inference_mode():
+            for chunk in head.batch_plan([replayed[i] for i in used]):
+                idx = [used[j] for j in chunk]
+                odds = entailment_log_odds(model(**head.pad([replayed[i] for i in idx])).logits.float(), *scale)
+                targets.update(zip(idx, torch.sigmoid(odds).tolist()))
+    else:
+        targets = {i: float(replay[i]["label"]) for i in used}
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=args.learning_rate, weight_decay=0.01)
+    warmup = max(1, min(10, args.max_steps // 10))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda k: min((k + 1) / warmup, max(0.0, (args.max_steps - k) / max(1, args.max_steps - warmup))))
+    model.eval()  # no dropout (see the module docstring); gradients flow all the same
+    start, losses, stopped = time.monotonic(), [], False
+    bar = tqdm(plan, desc="adapting", unit="step", disable=not args.progress)
+    for step, (mine, theirs) in enumerate(bar):
+        parts = [([encode[i] for i in mine], torch.tensor([float(user[i]["label"]) for i in mine]))]
+        if theirs:
+            parts.append(([replayed[i] for i in theirs], torch.tensor([targets[i] for i in theirs])))
+        total = None
+        for items, target in parts:  # padded apart: replay rows are longer than yours
+            odds = entailment_log_odds(model(**head.pad(items)).logits.float(), *scale)
+            loss = F.binary_cross_entropy_with_logits(odds, target.to(odds.device), reduction="sum")
+            total = loss if total is None else total + loss
+        total = total / args.batch_size
+        total.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(float(total.detach()))
+        bar.set_postfix(loss=f"{sum(losses[-10:]) / len(losses[-10:]):.4f}")
+        if args.max_train_seconds and time.monotonic() - start >= args.max_train_seconds:
+            stopped = True
+            break
+    bar.close()
+    return {"steps": step + 1, "stopped_by_time_budget": stopped, "replay_rows": len(used),
+            "final_loss": sum(losses[-10:]) / len(losses[-10:]), "train_seconds": round(time.monotonic() - start, 1)}
+
+
+def train_and_measure(folder: Path, settings: dict[str, Any], args: Any, rows: dict[str, list[dict[str, Any]]],
+                      heldout: list[Chain]) -> dict[str, Any]:
+    """Continue the head on ``rows["train"]`` mixed with ``rows["replay"]``, measure the check sets before and
+    after, and refit the calibration on ``rows["val"]`` when ``args.recalibrate`` (see
+    :mod:`ares_rerank.training.adapt`)."""
+    from transformers import set_seed
+
+    from ..backbones.nli import EntailmentHead
     from ..calibration import calibrate
-    from .callbacks import TimeBudgetCallback
-    from .head import HeadTrainer, encode_pairs, load_base
+    from .head import load_base
 
     hargs = _training_args(folder, settings, args)
     set_seed(args.seed)
     model, tokenizer = load_base(hargs)
-    encoded = {name: encode_pairs(ds, model, tokenizer, settings["max_length"]) for name, ds in data.items()}
-    budget = [TimeBudgetCallback(args.max_train_seconds)] if args.max_train_seconds else []
-    trainer = HeadTrainer(model=model, args=hargs, train_dataset=encoded["train"],
-                          data_collator=DataCollatorWithPadding(tokenizer), callbacks=budget)
-    before, _ = _measure(trainer, tokenizer, settings, (settings["temperature"], settings["bias"]), encoded, heldout,
-                         before=True)
-    result = trainer.train()
-    val = trainer.predict(encoded["val"])
-    fitted = calibrate(val.predictions, val.label_ids, method=settings["calibration_method"])
-    after, test = _measure(trainer, tokenizer, settings, (fitted.temperature, fitted.bias), encoded, heldout)
-    sizes = {"heldout": f"{len(heldout)} chains, {len(data['heldout'])} pairs",
-             "head_test": f"{len(data['head_test'])} pairs" if "head_test" in data else ""}
+    head = EntailmentHead(model, tokenizer, temperature=settings["temperature"], bias=settings["bias"],
+                          cache_size=0, premise_selection="all", max_length=settings["max_length"])
+    scored = EntailmentHead(model, tokenizer, temperature=settings["temperature"], bias=settings["bias"],
+                            cache_size=0, premise_selection=settings["premise_selection"],
+                            max_length=settings["max_length"])
+    before, _ = _measure((head, scored), settings, rows, heldout, before=True)
+    training = _train(head, args, rows["train"], rows["replay"])
+    fitted = None
+    if args.recalibrate:
+        fitted = calibrate(_logits(head, rows["val"]), [r["label"] for r in rows["val"]],
+                           positive_index=head.label_index, method=settings["calibration_method"])
+        for each in (head, scored):
+            each.temperature, each.bias = fitted.temperature, fitted.bias
+    after, test = _measure((head, scored), settings, rows, heldout)
+    sizes = {"heldout": f"{len(heldout)} chains, {len(rows['heldout'])} pairs",
+             "head_test": f"{len(rows.get('head_test') or [])} pairs"}
     titles = {"heldout": "your held-out chains", "head_test": "the head's own test split"}
     report = {"sets": {titles[k]: {"size": sizes[k], "before": before[k], "after": after[k]} for k in before},
-              "steps": result.global_step, "stopped_by_time_budget": bool(budget and budget[0].stopped_at)}
-    return {"model": trainer.model, "tokenizer": tokenizer, "fitted": fitted, "test": test, "report": report,
-            "base_model": hargs.base_model}
+              **training}
+    return {"model": model, "tokenizer": tokenizer, "fitted": fitted, "scale": (scored.temperature, scored.bias),
+            "test": test, "report": report, "base_model": hargs.base_model}
 
 
 def save_adapted(adapted: dict[str, Any], settings: dict[str, Any], args: Any, adaptation: dict[str, Any],
@@ -128,14 +229,18 @@ def save_adapted(adapted: dict[str, Any], settings: dict[str, Any], args: Any, a
     training = dict(record.get("training") or {})
     if mix is not None:
         training["replay_mix"] = asdict(mix)  # adapting this head again replays the same generated mix
-    calibration = {k: v for k, v in record.items() if k not in ("val", "test", "calibrated_on")}
+    calibration = {k: v for k, v in record.items() if k not in ("test", "adaptation")}
+    temperature, bias = adapted["scale"]
     calibration.update({
-        "temperature": adapted["fitted"].temperature, "bias": adapted["fitted"].bias,
+        "temperature": temperature, "bias": bias,
         "premise_selection": settings["premise_selection"], "max_length": settings["max_length"],
-        "val": adapted["fitted"].to_dict(), "training": training, "adaptation": adaptation,
-        "calibrated_on": "val pairs of the adapted-on chains and of the head's own val split",
+        "training": training, "adaptation": adaptation,
         **({"test": adapted["test"].to_dict()} if adapted["test"] is not None else {}),
     })
+    if adapted["fitted"] is not None:
+        calibration.update({"val": adapted["fitted"].to_dict(),
+                            "calibrated_on": "val pairs of the adapted-on chains and of the head's own val split"})
     save_head(adapted["model"], adapted["tokenizer"], Path(args.output_dir) / "head", calibration,
               adapted["base_model"])
     return calibration
+

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from dataclasses import dataclass
 from typing import Sequence
 
 from ares_rerank import Chain
@@ -86,3 +87,20 @@ def shared_data(subdir: str):
         if os.environ.get(REQUIRE_DATA_ENV):
             pytest.fail(f"{REQUIRE_DATA_ENV} is set but the test {message}", pytrace=False)
         pytest.skip(message)
+
+
+@dataclass
+class SamplingParams:
+    """A stand-in for vLLM's ``SamplingParams`` (the fields the search and best-of-N paths set), for the vLLM tests'
+    fake ``vllm`` module."""
+
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: list[str] | None = None
+    max_tokens: int | None = 16
+    min_tokens: int = 0
+
+
+SamplingParams.__module__ = "vllm.entrypoints.llm"

@@ -10,12 +10,12 @@ import re
 import subprocess
 import sys
 import types
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from ares_rerank.cli import main
+from helpers import SamplingParams
 
 
 TESTS = Path(__file__).resolve().parent
@@ -167,16 +167,6 @@ def test_conversational_prompts_go_through_the_chat_template(tiny_causal_lm_path
 
 
 # -- vLLM: a stand-in module with vllm.LLM(model=..., **options) and SamplingParams ------------------------------------
-@dataclass
-class SamplingParams:
-    n: int = 1
-    temperature: float = 1.0
-    top_p: float = 1.0
-    seed: int | None = None
-    stop: list[str] | None = None
-    max_tokens: int | None = 16
-
-
 class LLM:
     """Writes ``s<k> q=0.<d>`` steps (d from the request's seed, so the candidates differ), ending the solution with
     its third step (end of sequence)."""
@@ -205,7 +195,7 @@ class LLM:
         return outputs
 
 
-LLM.__module__ = SamplingParams.__module__ = "vllm.entrypoints.llm"
+LLM.__module__ = "vllm.entrypoints.llm"
 
 
 def test_search_with_vllm(problems, tmp_path, monkeypatch, capsys):

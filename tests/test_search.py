@@ -25,6 +25,7 @@ from ares_rerank.search import (
     step_generator,
     stepwise_best_of_n,
 )
+from helpers import SamplingParams
 
 
 def quality(premises, hypotheses):
@@ -264,17 +265,6 @@ def test_a_real_search_run_with_the_tiny_qwen2(lm):
 
 # -- vLLM: a stand-in with vLLM's LLM.generate(prompts, [SamplingParams]) and CompletionOutput fields ------------------
 @dataclass
-class SamplingParams:
-    n: int = 1
-    temperature: float = 1.0
-    top_p: float = 1.0
-    seed: int | None = None
-    stop: list[str] | None = None
-    max_tokens: int | None = 16
-    min_tokens: int = 0
-
-
-@dataclass
 class LLM:
     """Continues a text with its next scripted steps: ``script[text]``, ``(text, finish_reason, stop_reason)``."""
 
@@ -301,7 +291,7 @@ class LLM:
         return outputs
 
 
-LLM.__module__ = SamplingParams.__module__ = "vllm.entrypoints.llm"
+LLM.__module__ = "vllm.entrypoints.llm"
 
 
 @pytest.fixture

@@ -109,9 +109,9 @@ def _measure(heads: tuple[Any, Any], settings: dict[str, Any], rows: dict[str, l
     pairs (``before``: from its record when that measured the same pairs); and the calibration report of the
     head's test pairs (``None`` when not measured). ``heads``: the model read on pairs whose premises are already
     selected, and the same model with the head's premise selection, read on chains."""
-    head, scored = heads
     from ..calibration import calibrate
 
+    head, scored = heads
     out: dict[str, dict[str, float]] = {}
     test_report = None
     recorded = _recorded_test(settings, rows) if before else None
@@ -124,7 +124,6 @@ def _measure(heads: tuple[Any, Any], settings: dict[str, Any], rows: dict[str, l
                            temperature=head.temperature, bias=head.bias)
         out[name] = {"pair accuracy": float(report.accuracy_after), "ECE": float(report.ece_after)}
         test_report = report if name == "head_test" else test_report
-    head.model.eval()
     out.setdefault("heldout", {})["ARES macro-F1 at 0.5"] = ares_f1_at_half(heldout, scored)
     return out, test_report
 
@@ -143,7 +142,6 @@ def _train(head: Any, args: Any, user: list[dict[str, Any]], replay: list[dict[s
     replayed = {i: head.encode_pair(list(replay[i]["premises"]), replay[i]["hypothesis"]) for i in used}
     targets: dict[int, float] = {}
     if args.replay_target == "head" and used:  # what the head said before adapting: one pass over the rows used
-        model.eval()
         with torch.inference_mode():
             for chunk in head.batch_plan([replayed[i] for i in used]):
                 idx = [used[j] for j in chunk]
@@ -156,7 +154,6 @@ def _train(head: Any, args: Any, user: list[dict[str, Any]], replay: list[dict[s
     warmup = max(1, min(10, args.max_steps // 10))
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda k: min((k + 1) / warmup, max(0.0, (args.max_steps - k) / max(1, args.max_steps - warmup))))
-    model.eval()  # no dropout (see the module docstring); gradients flow all the same
     start, losses, stopped = time.monotonic(), [], False
     bar = tqdm(plan, desc="adapting", unit="step", disable=not args.progress)
     for step, (mine, theirs) in enumerate(bar):
@@ -200,6 +197,7 @@ def train_and_measure(folder: Path, settings: dict[str, Any], args: Any, rows: d
     hargs = _training_args(folder, settings, args)
     set_seed(args.seed)
     model, tokenizer = load_base(hargs)
+    model.eval()  # no dropout (see the module docstring), in training too; gradients flow all the same
     head = EntailmentHead(model, tokenizer, temperature=settings["temperature"], bias=settings["bias"],
                           cache_size=0, premise_selection="all", max_length=settings["max_length"])
     scored = EntailmentHead(model, tokenizer, temperature=settings["temperature"], bias=settings["bias"],

@@ -192,7 +192,7 @@ def _user_oracle(chain: Chain) -> Any:
 
 def _replay_parts(mix: MixArguments | None, args: AdaptArguments) -> dict[str, list[Any]]:
     """Pairs of the head's own mix: ``train`` (from ``replay_chains`` chains of its training split), and its
-    ``val`` / ``test`` splits as the card reports them; ``chains``: the replayed chains' ids (all empty without a
+    ``test`` split (and ``val``, with ``recalibrate``) as the card reports them; ``chains``: the replayed chains' ids (all empty without a
     recorded mix or with ``replay_share=0``)."""
     from .head import claimtrees_oracle_for
 
@@ -202,6 +202,8 @@ def _replay_parts(mix: MixArguments | None, args: AdaptArguments) -> dict[str, l
                          seed=mix.mix_seed)
     rng = random.Random(args.seed)
     parts["train"] = rng.sample(parts["train"], min(args.replay_chains, len(parts["train"])))
+    if not args.recalibrate:  # the val split only refits the calibration
+        parts["val"] = []
     pairs = {name: build_pairs(part, mix.premise_selection, claimtrees_oracle_for, mix.subsets_per_step,
                                mix.mix_seed, mix.minimal_pairs) for name, part in parts.items()}
     if args.replay_max_chars:

@@ -3,12 +3,12 @@
     python -m training.measure_adapt --out /tmp/adapt-measure --threads 2
 
 Writes 50 labelled ClaimTrees chains in the ``ratified`` wording (:mod:`training.unseen_wordings`; lengths 5-16,
-generator indices from 20,000, disjoint from the evaluation's 0..99), adapts the shipped head on them with the
-command's defaults (``adapt_head("default", ...)``, timed: wall and CPU seconds), then judges the shipped head and the
-adapted one under ARES (prior 1, auto mode; the spec's 5-fold CV threshold and the fixed threshold 0.5) on: the
-``ratified`` wording at L = 7 and 25 (100 held-out chains each), the second unseen wording ``cultivated`` (L = 10),
-the paper's wording (ClaimTrees-10) and the held-out recipe graphs. Prints a table and writes ``results.json`` (after
-every set, so a stopped run keeps what it measured); the adapted head's card gets the table.
+generator indices from 20,000, plus 1,000 per ``--seed``: disjoint from the evaluation's 0..99), adapts the shipped
+head on them with the command's defaults (``adapt_head("default", ...)``, timed: wall and CPU seconds), then judges
+the shipped head and the adapted one under ARES (prior 1, auto mode; the spec's 5-fold CV threshold and the fixed
+threshold 0.5) on: the ``ratified`` wording at L = 7 and 25 (100 held-out chains each), the second unseen wording
+``cultivated`` (L = 10), the paper's wording (ClaimTrees-10) and the held-out recipe graphs. Prints a table and writes
+``results.json`` (after every set, so a stopped run keeps what it measured); the adapted head's card gets the table.
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ TRAIN_LENGTHS = (5, 6, 8, 10, 12, 16)
 FIRST_INDEX = 20_000
 
 
-def write_chains(path: Path, n: int = 50, wording: str = "ratified") -> Path:
+def write_chains(path: Path, n: int = 50, wording: str = "ratified", seed: int = 0) -> Path:
     """``n`` labelled chains in ``wording`` (lengths cycling through TRAIN_LENGTHS), as a user's JSONL: gold labels
-    only, no generator metadata."""
+    only, no generator metadata. Each ``seed`` draws other chains (generator indices from FIRST_INDEX + 1000 seed)."""
     lines = []
     for i in range(n):
-        chain = load_claimtrees(1, TRAIN_LENGTHS[i % len(TRAIN_LENGTHS)], start=FIRST_INDEX + i,
+        chain = load_claimtrees(1, TRAIN_LENGTHS[i % len(TRAIN_LENGTHS)], start=FIRST_INDEX + 1000 * seed + i,
                                 templates=UNSEEN_WORDINGS[wording])[0]
         lines.append(json.dumps({"id": f"{wording}-{i}", "base_claims": list(chain.base_claims),
                                  "steps": list(chain.steps), "labels": list(chain.labels)}))
@@ -69,6 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--baseline", default=None,
                         help="A results.json of an earlier run whose shipped-head numbers are reused (same sets).")
     parser.add_argument("--head", default=None, help="An adapted head to measure instead of adapting again.")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="Draws other training chains and is the adaptation's --seed (0 = the README's run).")
     args = parser.parse_args(argv)
     if args.threads > 0:
         import torch
@@ -81,14 +83,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     sets = [s for s in args.sets.split(",") if s]
     check_sets(sets)
     out = Path(args.out)
-    record: dict[str, Any] = {"sets": sets, "results": {}}
+    record: dict[str, Any] = {"sets": sets, "seed": args.seed, "results": {}}
     if args.head is None:
-        chains = write_chains(out / "ratified-50.jsonl")
+        chains = write_chains(out / "ratified-50.jsonl", seed=args.seed)
         start, cpu = time.time(), time.process_time()
-        adapted = adapt_head("default", chains, out / "run", overwrite_output_dir=True, torch_threads=args.threads)
+        adapted = adapt_head("default", chains, out / "run", overwrite_output_dir=True, torch_threads=args.threads,
+                             seed=args.seed)
         record["adapt"] = {"wall_seconds": round(time.time() - start, 1),
                            "cpu_seconds": round(time.process_time() - cpu, 1),
-                           "command": f"ares-rerank adapt default --chains_file {chains} --output_dir {out / 'run'}",
+                           "command": f"ares-rerank adapt default --chains_file {chains} --output_dir {out / 'run'}"
+                                      + (f" --seed {args.seed}" if args.seed else ""),
                            "report": adapted.report}
         head_dir = adapted.folder
     else:

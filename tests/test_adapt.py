@@ -59,6 +59,10 @@ def test_adapt_command_continues_a_head_with_replay_and_saves_it_with_its_card(t
     assert (record["temperature"], record["bias"]) == (first["temperature"], first["bias"])
     assert adaptation["chains"] == {"train": 10, "val": 0, "heldout": 2}  # 12 chains split by chain id
     assert adaptation["replay"]["chains"] == 6 and adaptation["replay"]["pairs"] > 0
+    # the tiny mix has fixed and composed wordings: three chains of each, and as many pairs replayed from each
+    sources = adaptation["replay"]["sources"]
+    assert set(sources) == {"fixed wordings", "composed wordings"} and len(set(sources.values())) == 1
+    assert adaptation["replay"]["pairs"] == sum(sources.values())
     assert adaptation["replay"]["mix"]["num_chains"] == 24  # rebuilt from the recorded mix, not stored
     assert record["training"]["replay_mix"] == adaptation["replay"]["mix"]
     sets = adaptation["report"]["sets"]
@@ -93,6 +97,21 @@ def test_adapt_command_continues_a_head_with_replay_and_saves_it_with_its_card(t
     assert second["chains"] == {"train": 9, "val": 1, "heldout": 2}
     assert refit["val"]["method"] == "platt" and refit["val"]["num_pairs"] > 0 and "calibrated_on" in refit
     assert refit["temperature"] == pytest.approx(refit["val"]["temperature"])
+
+
+def test_every_chain_of_a_mix_names_its_source():
+    from ares_rerank.chain import Chain
+    from ares_rerank.training.mix import MixArguments, chain_source, training_chains
+    from ares_rerank.training.wordings import wording_kind
+
+    chains = training_chains(MixArguments(num_chains=60, composed_share=0.4, random_wording_share=0.4))
+    sources = [chain_source(c) for c in chains]
+    assert set(sources) == {"fixed wordings", "composed wordings", "random wordings"}
+    for chain, source in zip(chains, sources):
+        assert source == f"{wording_kind(chain.meta['template'])} wordings"
+    assert chain_source(Chain(["a"], ["b"], id="mix-3-recipe-ramen", meta={"oracle": "recipe"})) == "recipe graphs"
+    assert chain_source(Chain(["a"], ["b"], id="mine-1")) == "given chains"
+    assert (wording_kind("r12"), wording_kind("c1.0.2"), wording_kind("paper")) == ("random", "composed", "fixed")
 
 
 def test_the_batch_plan_mixes_replay_and_cycles_your_pairs_evenly():

@@ -38,7 +38,7 @@ from typing import Sequence
 from ..chain import Chain
 from ..data.claimtrees import ClaimTreesTemplates, claimtrees_example
 from .names import NAME_STYLES, name_capacity, random_names, rename_states
-from .wordings import FACT_FORMS, RULE_FORMS, STEP_FORMS, TRAIN_TEMPLATES, templates_of
+from .wordings import FACT_FORMS, RULE_FORMS, STEP_FORMS, TRAIN_TEMPLATES, templates_of, wording_kind
 
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "TRAIN_LENGTHS",
     "MixArguments",
     "add_distractors",
+    "chain_source",
     "training_chains",
 ]
 
@@ -259,6 +260,18 @@ def _recipe_chain(i: int, args: MixArguments, graphs: list[tuple[str, dict]], rn
     chain = recipe_variant(name, graph, args.first_index + i, rng.choice(_RECIPE_DELETIONS))
     meta = {**chain.meta, "oracle": "recipe", "split_group": f"recipe:{name}"}
     return Chain(chain.base_claims, chain.steps, labels=chain.labels, id=f"mix-{i}-recipe-{name}", meta=meta)
+
+
+def chain_source(chain: Chain) -> str:
+    """The part of a mix ``chain`` comes from: ``"recipe graphs"``, ``"random wordings"``, ``"composed wordings"``,
+    ``"fixed wordings"`` (ClaimTrees in one of the mix's ``templates``) or ``"given chains"`` (a ``chains_file``'s,
+    which carry no mix record)."""
+    if chain.meta.get("oracle") == "recipe":
+        return "recipe graphs"
+    template = chain.meta.get("template")
+    if not isinstance(template, str) or not chain.id.startswith("mix-"):
+        return "given chains"
+    return f"{wording_kind(template)} wordings"
 
 
 def training_chains(args: MixArguments) -> list[Chain]:

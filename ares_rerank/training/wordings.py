@@ -29,6 +29,7 @@ __all__ = [
     "composed_templates",
     "random_templates",
     "templates_of",
+    "wording_kind",
     "wording_vocabulary",
 ]
 
@@ -283,14 +284,26 @@ def random_templates(seed: int) -> ClaimTreesTemplates:
     raise RuntimeError(f"random_templates({seed}) drew 1,000 wordings the rule oracle could not read back.")
 
 
+_COMPOSED_KEY = re.compile(r"c(\d+)\.(\d+)\.(\d+)")
+_RANDOM_KEY = re.compile(r"r(\d+)")
+
+
+def wording_kind(template: str) -> str:
+    """``"random"`` for a random wording's key (``r<seed>``), ``"composed"`` for ``c<rule>.<fact>.<step>``, else
+    ``"fixed"`` (a named template)."""
+    if _RANDOM_KEY.fullmatch(template):
+        return "random"
+    return "composed" if _COMPOSED_KEY.fullmatch(template) else "fixed"
+
+
 def templates_of(chain: Chain) -> ClaimTreesTemplates:
     """The templates a mix chain was written with (``meta["template"]``: a key of the train or held-out sets, or
     ``c<rule>.<fact>.<step>`` for a composed wording, ``r<seed>`` for a random one), with the multi-word name pattern
     when its names have spaces."""
     name = chain.meta.get("template", "paper")
     table = {**TRAIN_TEMPLATES, **HELDOUT_TEMPLATES}
-    composed = re.fullmatch(r"c(\d+)\.(\d+)\.(\d+)", name)
-    randomized = re.fullmatch(r"r(\d+)", name)
+    composed = _COMPOSED_KEY.fullmatch(name)
+    randomized = _RANDOM_KEY.fullmatch(name)
     if randomized:
         templates = random_templates(int(randomized.group(1)))
     elif composed and all(int(i) < len(f) for i, f in zip(composed.groups(), (RULE_FORMS, FACT_FORMS, STEP_FORMS))):

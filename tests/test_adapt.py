@@ -72,11 +72,13 @@ def test_adapt_command_continues_a_head_with_replay_and_saves_it_with_its_card(t
         assert all(0.0 <= v <= 1.0 for v in [*entry["before"].values(), *entry["after"].values()])
     assert "ARES macro-F1 at 0.5" in sets["your held-out chains"]["after"]
     assert adaptation["report"]["steps"] == 3 and adaptation["report"]["replay_rows"] == 3 * 2
-    assert adaptation["arguments"]["replay_target"] == "head"
+    assert adaptation["arguments"]["replay_target"] == "head" and adaptation["arguments"]["adapted_weight"] == 0.7
     assert json.loads((out / "report.json").read_text())["sets"] == sets
 
     card = (saved / "README.md").read_text()
     assert "## Adapted" in card and "mine.jsonl" in card and "your held-out chains" in card
+    assert f"{max(sources.values())} from each of composed wordings, fixed wordings" in card
+    assert "averaged with the head's own weights (70% adapted)" in card
 
     backbone = load_backbone(str(saved), device="cpu")  # loads like any head, calibration applied
     assert backbone.temperature == pytest.approx(record["temperature"]) and backbone.bias == pytest.approx(
@@ -129,6 +131,23 @@ def test_the_batch_plan_mixes_replay_and_cycles_your_pairs_evenly():
     assert all(len(theirs) == 3 for _, theirs in batch_plan(10, 2, 4, 4, 0.99, 0))  # one row of yours at least
 
 
+def test_weight_averaging_moves_only_the_trained_weights_part_of_the_way_back():
+    import torch
+
+    from ares_rerank.training.adapt_steps import average_weights
+
+    model = torch.nn.Linear(3, 2)
+    model.bias.requires_grad_(False)
+    initial = {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+    frozen = model.bias.detach().clone()
+    with torch.no_grad():
+        model.weight.add_(10.0)
+        model.bias.add_(10.0)
+    average_weights(model, initial, 0.7)
+    assert torch.allclose(model.weight, initial["weight"] + 7.0)
+    assert torch.equal(model.bias, frozen + 10.0)  # not trained, not averaged
+
+
 def test_the_trained_log_odds_are_the_calibrated_probability_the_head_scores_with():
     import numpy as np
     import torch
@@ -157,6 +176,8 @@ def test_adapt_refuses_bad_input_before_any_work(tmp_path, tiny_nli_path, capsys
     assert not (tmp_path / "out").exists()
     with pytest.raises(ValueError, match=r"replay_share=1.5 must lie in \[0, 1\)"):
         adapt_head("default", few, tmp_path / "out", replay_share=1.5)
+    with pytest.raises(ValueError, match=r"adapted_weight=0.0 must lie in \(0, 1\]"):
+        adapt_head("default", few, tmp_path / "out", adapted_weight=0.0)
     with pytest.raises(ValueError, match=r"replay_target='teacher' must be 'head'"):
         adapt_head("default", few, tmp_path / "out", replay_target="teacher")
     with pytest.raises(ValueError, match=r"HEAD=.*is a full model, not a LoRA adapter head"):

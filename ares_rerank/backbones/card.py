@@ -113,12 +113,16 @@ def _adaptation(adaptation: dict[str, Any]) -> str:
     chains = adaptation.get("chains") or {}
     replay = adaptation.get("replay") or {}
     source = Path(str(adaptation.get("chains_file", "?"))).name
+    sources = replay.get("sources") or {}  # as many pairs from each source of the mix
+    each = f"; {max(sources.values())} from each of {', '.join(sources)}" if sources else ""
+    weight = (adaptation.get("arguments") or {}).get("adapted_weight", 1.0)
     text = (f"Adapted from `{adaptation.get('head', '?')}` on {sum(chains.values())} labelled chains of `{source}` "
             f"({chains.get('train', 0)} trained on, {chains.get('val', 0)} for the calibration, "
             f"{chains.get('heldout', 0)} held out) with `ares-rerank adapt`, "
             + (f"replaying {replay.get('pairs', 0)} pairs of {replay.get('chains', 0)} chains of the generated mix the "
-               f"head was trained on ({replay.get('share', 0):.0%} of each batch)" if replay.get("pairs")
-               else "without replay") + ".")
+               f"head was trained on ({replay.get('share', 0):.0%} of each batch{each})" if replay.get("pairs")
+               else "without replay")
+            + (f", then averaged with the head's own weights ({weight:.0%} adapted)" if weight < 1 else "") + ".")
     report = adaptation.get("report") or {}
     rows = [f"| {name} ({entry.get('size', '')}) | {key} | {entry['before'][key]:.3f} | {entry['after'][key]:.3f} |"
             for name, entry in (report.get("sets") or {}).items() for key in entry.get("before", {})

@@ -11,11 +11,14 @@ What it does: the head's LoRA rank, scale, premise selection, window and calibra
 train and held-out; their pairs are built with the head's own premise selection. Every step's batch mixes them with
 **replay** pairs (``replay_share`` of the batch): pairs of the generated mix the head was trained on, rebuilt from the
 mix recorded in its calibration file (never stored; the shipped head's ClaimTrees and recipe chains), from its training
-split only, fitted to what the head itself said about them before adapting (a distillation: it keeps what it knew,
-its confidence included). The loss reads the head's calibrated log-odds, so the calibration stays valid and is not
-refitted unless asked (``recalibrate``). The head is saved to ``output_dir/head`` with a card that says what it was
-adapted on. Before and after, it measures your held-out chains (pair accuracy, ARES macro-F1 at the threshold 0.5)
-and the held-out pairs of every split on the head's card (accuracy, ECE), and prints the table.
+split only, as many from each source of the mix (recipe graphs, fixed and random wordings), fitted to what the head
+itself said about them before adapting (a distillation: it keeps what it knew, its confidence included). The loss
+reads the head's calibrated log-odds, so the calibration stays valid and is not refitted unless asked
+(``recalibrate``). After training, the weights are averaged with the head's own (``adapted_weight`` of the adapted
+ones: WiSE-FT), which keeps more of what it did on wordings neither your chains nor the replay show. The head is saved
+to ``output_dir/head`` with a card that says what it was adapted on. Before and after, it measures your held-out
+chains (pair accuracy, ARES macro-F1 at the threshold 0.5) and the held-out pairs of every split on the head's card
+(accuracy, ECE), and prints the table.
 """
 
 from __future__ import annotations
@@ -57,6 +60,10 @@ class AdaptArguments:
         "help": "What replay pairs are fitted to: 'head' (the head's own calibrated probabilities from before "
                 "adapting: it keeps what it knew, confidence included) or 'labels' (their gold labels).",
         "choices": ["head", "labels"]})
+    adapted_weight: float = field(default=0.7, metadata={
+        "help": "Weight averaging after training (WiSE-FT): every trained weight becomes adapted_weight x its adapted "
+                "value + (1 - adapted_weight) x the head's own. 1 = the weights as trained; lower keeps more of what "
+                "the head did on wordings neither your chains nor the replay show, at some cost on yours."})
     replay_chains: int = field(default=100, metadata={
         "help": "Chains of the head's training split to replay from, drawn evenly from the sources of its mix (recipe "
                 "graphs, fixed / composed / random wordings), with as many pairs replayed from each source."})
@@ -97,6 +104,9 @@ class AdaptArguments:
         if self.replay_target not in ("head", "labels"):
             raise ValueError(f"replay_target={self.replay_target!r} must be 'head' (the head's own probabilities) or "
                              "'labels' (gold labels).")
+        if not 0.0 < self.adapted_weight <= 1.0:
+            raise ValueError(f"adapted_weight={self.adapted_weight} must lie in (0, 1]: 1 keeps the weights as "
+                             "trained, 0.7 moves them 30% of the way back to the head's own.")
         if not 0.0 <= self.replay_share < 1.0:
             raise ValueError(f"replay_share={self.replay_share} must lie in [0, 1): 0.5 replays half of each batch, "
                              "0 none.")

@@ -8,7 +8,8 @@ The loss is read where the head is used: on the calibrated entailment log-odds (
 so your labels are fitted at the scale the head scores at and the calibration of everything else stays valid. Replay
 pairs are fitted to the head's own calibrated probabilities from before adapting (``replay_target="head"``: what it
 knew, kept as it was; a distillation, which also keeps its confidence on inputs your chains do not resemble), or to
-their gold labels. Dropout is off: a few dozen chains are fitted, not regularized by noise.
+their gold labels. Dropout is off: a few dozen chains are fitted, not regularized by noise. After training, every
+trained weight is averaged with its value before (:func:`average_weights`, ``adapted_weight`` of the adapted one).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Any, Sequence
 from ..chain import Chain
 
 
-__all__ = ["ares_f1_at_half", "batch_plan", "entailment_log_odds", "save_adapted", "train_and_measure"]
+__all__ = ["ares_f1_at_half", "average_weights", "batch_plan", "entailment_log_odds", "save_adapted",
+           "train_and_measure"]
 
 # The fixed threshold of the reported ARES macro-F1 (a step is flagged when its score is at most this).
 THRESHOLD = 0.5
@@ -73,6 +75,17 @@ def batch_plan(n_user: int, n_replay: int, steps: int, batch_size: int, replay_s
 
     replay = cycled(n_replay, per_replay) if per_replay else [[] for _ in range(steps)]
     return list(zip(cycled(n_user, batch_size - per_replay), replay))
+
+
+def average_weights(model: Any, initial: dict[str, Any], weight: float) -> None:
+    """Move every parameter named in ``initial`` (its value before training) to ``weight * now + (1 - weight) *
+    initial``, in place: weight averaging of the adapted and the original head (WiSE-FT)."""
+    import torch
+
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name in initial:
+                param.mul_(weight).add_(initial[name].to(param.device), alpha=1.0 - weight)
 
 
 def ares_f1_at_half(chains: list[Chain], backbone: Any) -> float:
@@ -204,7 +217,10 @@ def train_and_measure(folder: Path, settings: dict[str, Any], args: Any, rows: d
                             cache_size=0, premise_selection=settings["premise_selection"],
                             max_length=settings["max_length"])
     before, _ = _measure((head, scored), settings, rows, heldout, before=True)
+    initial = {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
     training = _train(head, args, rows["train"], rows["replay"])
+    if args.adapted_weight < 1.0:
+        average_weights(model, initial, args.adapted_weight)
     fitted = None
     if args.recalibrate:
         fitted = calibrate(_logits(head, rows["val"]), [r["label"] for r in rows["val"]],

@@ -232,7 +232,7 @@ def _replay_parts(mix: MixArguments | None, args: AdaptArguments) -> dict[str, A
     if args.replay_max_chars:
         limit = args.replay_max_chars
         pairs["train"] = [r for r in pairs["train"] if len("\n".join(r["premises"])) + len(r["hypothesis"]) <= limit]
-    source_of = {c.id: chain_source(c) for c in parts["train"]}
+    source_of = {c.id: source for source, chains in by_source.items() for c in chains}
     rows: dict[str, list[dict[str, Any]]] = {}
     for row in pairs["train"]:
         rows.setdefault(source_of[row["chain_id"]], []).append(row)

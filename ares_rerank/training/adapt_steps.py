@@ -217,9 +217,10 @@ def train_and_measure(folder: Path, settings: dict[str, Any], args: Any, rows: d
                             cache_size=0, premise_selection=settings["premise_selection"],
                             max_length=settings["max_length"])
     before, _ = _measure((head, scored), settings, rows, heldout, before=True)
-    initial = {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+    averaged = args.adapted_weight < 1.0  # then the trained weights' values before training are kept to average with
+    initial = {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad and averaged}
     training = _train(head, args, rows["train"], rows["replay"])
-    if args.adapted_weight < 1.0:
+    if averaged:
         average_weights(model, initial, args.adapted_weight)
     fitted = None
     if args.recalibrate:

@@ -92,7 +92,7 @@ EVAL_SETS: dict[str, tuple[Callable[[int], list[Chain]], str]] = {
        for name, key in _WORDING_SETS.items()},
     # wordings for measuring `ares-rerank adapt` (training/measure_adapt.py): not in any mix, nor in the default sets
     **{f"{key}-{length}": (_vanilla(length, templates=UNSEEN_WORDINGS[key]), f"unseen wording ({key})")
-       for key, length in (("ratified", 7), ("ratified", 25), ("cultivated", 10))},
+       for key, length in (("ratified", 7), ("ratified", 25), ("cultivated", 10), ("kindled", 10))},
     "recipes": (lambda n: load_recipes(n), "recipes, all graphs (training graphs too)"),
     "recipes-heldout": (_heldout_recipes, "recipes, held-out graphs only"),
     "recipes-heldout-variants": (_heldout_recipe_variants, "recipes, held-out graphs, other claims missing"),

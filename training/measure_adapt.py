@@ -6,9 +6,10 @@ Writes 50 labelled ClaimTrees chains in the ``ratified`` wording (:mod:`training
 generator indices from 20,000, plus 1,000 per ``--seed``: disjoint from the evaluation's 0..99), adapts the shipped
 head on them with the command's defaults (``adapt_head("default", ...)``, timed: wall and CPU seconds), then judges
 the shipped head and the adapted one under ARES (prior 1, auto mode; the spec's 5-fold CV threshold and the fixed
-threshold 0.5) on: the ``ratified`` wording at L = 7 and 25 (100 held-out chains each), the second unseen wording
-``cultivated`` (L = 10), the paper's wording (ClaimTrees-10) and the held-out recipe graphs. Prints a table and writes
-``results.json`` (after every set, so a stopped run keeps what it measured); the adapted head's card gets the table.
+threshold 0.5) on: the ``ratified`` wording at L = 7 and 25 (100 held-out chains each), the other unseen
+wordings ``cultivated`` and ``kindled`` (L = 10), the paper's wording (ClaimTrees-10) and the held-out recipe graphs.
+Prints a table and writes ``results.json`` (after every set, so a stopped run keeps what it measured); the adapted
+head's card gets the table.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from training.unseen_wordings import UNSEEN_WORDINGS
 __all__ = ["SETS", "TARGET_SETS", "main", "write_chains"]
 
 TARGET_SETS = ("ratified-7", "ratified-25")
-SETS = (*TARGET_SETS, "cultivated-10", "claimtrees-10", "recipes-heldout", "recipes-heldout-variants")
+SETS = (*TARGET_SETS, "cultivated-10", "kindled-10", "claimtrees-10", "recipes-heldout", "recipes-heldout-variants")
 TRAIN_LENGTHS = (5, 6, 8, 10, 12, 16)
 FIRST_INDEX = 20_000
 

@@ -581,6 +581,40 @@ def test_init_adapter_continues_from_a_saved_head(tmp_path, tiny_nli_path):
 
 
 @pytest.mark.slow
+def test_continuing_an_adapter_on_a_headless_base_reports_no_missing_head(tmp_path, tiny_nli_path):
+    """A base without a task head (all-MiniLM, the shipped head's) gets a fresh classifier that the adapter then
+    replaces: transformers' "newly initialized" load report is a false alarm there and is not shown; loading that
+    base for a fresh adapter still reports it."""
+    import io
+    import logging
+
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    from ares_rerank.training.head import load_base, train_head
+
+    bare = tmp_path / "bare"
+    AutoModel.from_pretrained(tiny_nli_path).save_pretrained(bare)  # the encoder alone: no classifier weights
+    AutoTokenizer.from_pretrained(tiny_nli_path).save_pretrained(bare)
+    mix, args = _tiny_args(tmp_path, bare, max_steps=1)
+    folder = train_head(mix, args).folder
+    _, continued = _tiny_args(tmp_path, bare, init_adapter=str(folder))
+    logger = hf_logging.get_logger("transformers")
+    reports = []
+    for each in (args, continued):
+        seen = io.StringIO()
+        handler = logging.StreamHandler(seen)
+        logger.addHandler(handler)
+        try:
+            model, _ = load_base(each)
+        finally:
+            logger.removeHandler(handler)
+        reports.append("LOAD REPORT" in seen.getvalue())
+    assert reports == [True, False]  # a fresh head: the report is true and stays; a continued one: not shown
+    assert "classifier" in " ".join(model.peft_config["default"].modules_to_save)  # the adapter brings the head
+
+
+@pytest.mark.slow
 def test_a_wider_lora_r_widens_init_adapter_with_its_function_kept(tmp_path, tiny_nli_path):
     import torch
     from peft import PeftModel

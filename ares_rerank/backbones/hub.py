@@ -43,6 +43,7 @@ __all__ = [
     "check_model_files",
     "check_scale",
     "head_file",
+    "head_from_adapter",
     "hub_model_id",
     "load_model_and_tokenizer",
     "named_load_errors",
@@ -478,6 +479,22 @@ def peft_wrapping() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def head_from_adapter(active: bool = True) -> Iterator[None]:
+    """Around loading a base whose task head an adapter will bring (a module it saves): the base checkpoint lacks
+    that head, so transformers' "newly initialized ... consider training" load report would be a false alarm; it is
+    silenced for that one load (transformers' errors still show). Does nothing when not ``active``."""
+    import transformers
+
+    verbosity = transformers.logging.get_verbosity()
+    if active:
+        transformers.logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+
+
 # What transformers, tokenizers and peft read from a model folder, by suffix.
 _MODEL_FILE_SUFFIXES = {".json", ".txt", ".model", ".safetensors", ".bin", ".jinja", ".py", ".tiktoken", ".msgpack"}
 
@@ -576,18 +593,11 @@ def _load(sources: _Sources, auto_class: str, device: Any, dtype: Any, trust_rem
     loader = auto_class if native else getattr(transformers, cls_name)
     remote = {} if native else {"trust_remote_code": trust_remote_code}
     _check_architecture(config, cls_name, sources)  # before any weight is read
-    # With an adapter, the base checkpoint lacks the task head (the adapter carries it as a module to save):
-    # transformers' "newly initialized" load report would be a false alarm, so it is silenced for that load only.
-    verbosity = transformers.logging.get_verbosity()
-    if sources.adapter is not None:
-        transformers.logging.set_verbosity_error()
-    try:
+    with head_from_adapter(sources.adapter is not None):
         model, info = loader.from_pretrained(
             sources.model, dtype=select_dtype(dtype, torch_device), output_loading_info=True, **remote, **hub,
             **(model_kwargs or {}),
         )
-    finally:
-        transformers.logging.set_verbosity(verbosity)
     missing = sorted(info.get("missing_keys") or [])
     if missing and sources.adapter is None:  # a task head the checkpoint never trained: random scores
         raise ValueError(

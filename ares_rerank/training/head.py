@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 from transformers import Trainer, TrainingArguments
 
-from ..backbones.hub import named_load_errors, peft_wrapping
+from ..backbones.hub import head_from_adapter, named_load_errors, peft_wrapping
 from ..backbones.loading import PACKAGED_ENCODER, resolve_model_name
 from ..io import check_outside_package, prepare_run_dir
 from .adapters import continue_adapter
@@ -184,7 +184,7 @@ def load_base(args: HeadTrainingArguments) -> tuple[Any, Any]:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     path = resolve_model_name(args.base_model)
-    with named_load_errors("base_model", args.base_model, path):
+    with named_load_errors("base_model", args.base_model, path), head_from_adapter(bool(args.init_adapter)):
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForSequenceClassification.from_pretrained(
             path, num_labels=2, id2label=ID2LABEL, label2id=LABEL2ID)

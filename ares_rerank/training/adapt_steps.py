@@ -33,14 +33,13 @@ CHUNK_ROWS = 4
 
 
 def _training_args(folder: Path, settings: dict[str, Any], args: Any) -> Any:
-    """The arguments :func:`~ares_rerank.training.head.load_base` reads: the head's base, adapter and rank."""
+    """The arguments :func:`~ares_rerank.training.head.load_base` reads: the head's base, adapter and rank (no dropout,
+    as the module docstring says); the rest keep their defaults, unread."""
     from .head import HeadTrainingArguments
 
-    return HeadTrainingArguments(
-        output_dir=args.output_dir, base_model=settings["base_model"], init_adapter=str(folder),
-        lora_r=settings["lora_r"], lora_alpha=settings["lora_alpha"], lora_dropout=0.0,
-        max_length=settings["max_length"], calibration_method=settings["calibration_method"], seed=args.seed,
-        report_to="none", disable_tqdm=not args.progress, overwrite_output_dir=True)
+    return HeadTrainingArguments(output_dir=args.output_dir, base_model=settings["base_model"],
+                                 init_adapter=str(folder), lora_r=settings["lora_r"],
+                                 lora_alpha=settings["lora_alpha"], lora_dropout=0.0)
 
 
 def entailment_log_odds(logits: Any, index: int, temperature: float, bias: float) -> Any:

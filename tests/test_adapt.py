@@ -101,6 +101,41 @@ def test_adapt_command_continues_a_head_with_replay_and_saves_it_with_its_card(t
     assert refit["temperature"] == pytest.approx(refit["val"]["temperature"])
 
 
+@pytest.mark.slow
+def test_a_recipe_trained_head_replays_the_graphs_of_data_dir_or_says_where_to_get_them(tmp_path, tiny_nli_path,
+                                                                                          capsys, monkeypatch):
+    """The shipped head's mix has recipe chains: adapting rebuilds them from the recipe graphs, which the package
+    does not ship. Without them the command stops before writing anything, naming --data_dir, where the graphs come
+    from and --replay_share 0; with --data_dir (and no $ARES_DATA_DIR) it replays them."""
+    import shutil
+
+    from ares_rerank.cli import main
+    from helpers import shared_data
+
+    data = shared_data("recipe_graphs").parent
+    head = tmp_path / "recipe-head"
+    shutil.copytree(_tiny_head(tmp_path, tiny_nli_path), head)
+    path = head / "ares_calibration.json"
+    record = json.loads(path.read_text())
+    record["training"]["mix"]["recipe_share"] = 0.5  # as the shipped head's record has it
+    path.write_text(json.dumps(record))
+    chains = _write_chains(tmp_path / "mine.jsonl")
+    monkeypatch.delenv("ARES_DATA_DIR", raising=False)
+    flags = ["--chains_file", str(chains), "--max_steps", "1", "--batch_size", "4", "--replay_chains", "4",
+             "--progress", "false"]
+    capsys.readouterr()
+    assert main(["adapt", str(head), "--output_dir", str(tmp_path / "none"), *flags]) == 2
+    error = capsys.readouterr().err
+    assert "trained on recipe chains" in error and "--data_dir" in error and "fallcat/ares" in error
+    assert "--replay_share 0" in error and "ARES_DATA_DIR" in error
+    assert not (tmp_path / "none").exists()  # stopped before the run folder
+
+    out = tmp_path / "adapted"
+    assert main(["adapt", str(head), "--output_dir", str(out), "--data_dir", str(data), *flags]) == 0
+    adaptation = json.loads((out / "head" / "ares_calibration.json").read_text())["adaptation"]
+    assert "recipe graphs" in adaptation["replay"]["sources"] and "data_dir" not in adaptation["arguments"]
+
+
 def test_every_chain_of_a_mix_names_its_source():
     from ares_rerank.chain import Chain
     from ares_rerank.training.mix import MixArguments, chain_source, training_chains

@@ -75,8 +75,7 @@ def load_recipe_graphs(data_dir: str | os.PathLike[str] | None = None) -> list[t
     """The raw recipe graphs as ``(name, graph)`` pairs in sorted file-name order.
 
     Args:
-        data_dir: The folder that contains ``recipe_graphs/``; ``None`` resolves ``$ARES_DATA_DIR``, then
-            ``<repo root>/../shared/data``.
+        data_dir: The folder that contains ``recipe_graphs/``; ``None`` reads ``$ARES_DATA_DIR``.
 
     Returns:
         One ``(file stem, parsed JSON)`` pair per file (cached per folder; do not mutate the graphs).
@@ -251,8 +250,7 @@ def load_recipes(
     Args:
         n: Number of examples; ``None`` = all entries from ``start`` to 1000.
         start: First entry.
-        data_dir: The folder that contains ``recipe_graphs/``; ``None`` resolves ``$ARES_DATA_DIR``, then
-            ``<repo root>/../shared/data``.
+        data_dir: The folder that contains ``recipe_graphs/``; ``None`` reads ``$ARES_DATA_DIR``.
 
     Returns:
         Labelled chains in entry order.

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..chain import Chain
-from ..io import prepare_run_dir
+from ..io import prepare_run_dir, write_atomic
 from .mix import MixArguments, chain_source, training_chains
-from .pairs import build_pairs, split_chains
+from .pairs import build_pairs, generated_oracle, split_chains
 
 
 __all__ = ["AdaptArguments", "AdaptedHead", "adapt_head", "format_report", "head_settings", "main", "resolve_head"]
@@ -84,6 +84,10 @@ class AdaptArguments:
     torch_threads: int = field(default=0, metadata={"help": "torch intra-op threads (0 = torch's default)."})
     max_train_seconds: float = field(default=0.0, metadata={
         "help": "Stop training after this many seconds (0 = no limit); the head is calibrated and saved as it is."})
+    data_dir: str | None = field(default=None, metadata={
+        "help": "The folder holding recipe_graphs/, for replaying a head whose mix had recipe chains (the shipped "
+                "head's): the 24 CaptainCook4D graphs of the ARES authors' release (github.com/fallcat/ares, "
+                "data/recipe_graphs, MIT). Default: $ARES_DATA_DIR."})
     revision: str | None = field(default=None, metadata={"help": "Revision of a hub head (branch, tag, commit)."})
     cache_dir: str | None = field(default=None, metadata={"help": "Hub cache folder for a hub head."})
     progress: bool = field(default=True, metadata={"help": "Show the training progress bar."})
@@ -215,7 +219,7 @@ def _replay_parts(mix: MixArguments | None, args: AdaptArguments) -> dict[str, A
 
     if mix is None or args.replay_share == 0:
         return {"train": [], "val": [], "test": [], "chains": [], "sources": {}}
-    parts = split_chains(training_chains(mix), {"val": mix.val_fraction, "test": mix.test_fraction},
+    parts = split_chains(training_chains(mix, args.data_dir), {"val": mix.val_fraction, "test": mix.test_fraction},
                          seed=mix.mix_seed)
     rng = random.Random(args.seed)
     by_source: dict[str, list[Chain]] = {}
@@ -227,7 +231,11 @@ def _replay_parts(mix: MixArguments | None, args: AdaptArguments) -> dict[str, A
                       for c in rng.sample(by_source[source], min(quota[source], len(by_source[source])))]
     if not args.recalibrate:  # the val split only refits the calibration
         parts["val"] = []
-    pairs = {name: build_pairs(part, mix.premise_selection, claimtrees_oracle_for, mix.subsets_per_step,
+
+    def oracle_for(chain: Chain) -> Any:  # the mix's ClaimTrees rules, or its recipe graphs read from data_dir
+        return claimtrees_oracle_for(chain) or generated_oracle(chain, args.data_dir)
+
+    pairs = {name: build_pairs(part, mix.premise_selection, oracle_for, mix.subsets_per_step,
                                mix.mix_seed, mix.minimal_pairs) for name, part in parts.items()}
     if args.replay_max_chars:
         limit = args.replay_max_chars
@@ -266,14 +274,21 @@ def run_adaptation(head: str, args: AdaptArguments) -> AdaptedHead:
     folder = resolve_head(head, args.revision, args.cache_dir)
     settings = head_settings(folder, head)
     user = _user_splits(args)  # before the run folder: bad input leaves nothing behind
+    mix = replay_mix(settings["record"])
+    try:
+        replay = _replay_parts(mix, args)
+    except FileNotFoundError as err:  # the recipe graphs a recipe-trained head's replay is rebuilt from
+        raise ValueError(
+            f"{head!r} was trained on recipe chains, and adapting replays them so that the head keeps them: {err} "
+            "The graphs are the ARES authors' release (github.com/fallcat/ares, data/recipe_graphs, MIT); pass "
+            "--data_dir to the folder that holds recipe_graphs/. Or --replay_share 0 to replay nothing (the head "
+            "then forgets what your chains do not show).") from err
     prepare_run_dir(args.output_dir, result="head", overwrite=args.overwrite_output_dir)
     if args.torch_threads:
         import torch
 
         torch.set_num_threads(args.torch_threads)
     selection = settings["premise_selection"]
-    mix = replay_mix(settings["record"])
-    replay = _replay_parts(mix, args)
     pairs = {name: build_pairs(part, selection, _user_oracle, seed=args.seed) for name, part in user.items()}
     if mix is None and args.replay_share:
         print(f"note: {head!r} records no generated training mix, so nothing is replayed and only your held-out "
@@ -291,7 +306,8 @@ def run_adaptation(head: str, args: AdaptArguments) -> AdaptedHead:
                       "share": args.replay_share if replay["train"] else 0.0, "pairs": len(replay["train"]),
                       "chains": len(replay["chains"]), "sources": replay["sources"],
                       "mix": asdict(mix) if mix else None},
-                  "arguments": {k: v for k, v in asdict(args).items() if k not in ("chains_file", "output_dir")},
+                  "arguments": {k: v for k, v in asdict(args).items()
+                                if k not in ("chains_file", "output_dir", "data_dir")},  # no local folders
                   "report": adapted["report"], "wall_seconds": round(time.time() - start, 1),
                   "cpu_seconds": round(time.process_time() - cpu, 1)}
     from .adapt_steps import save_adapted
@@ -299,7 +315,7 @@ def run_adaptation(head: str, args: AdaptArguments) -> AdaptedHead:
     calibration = save_adapted(adapted, settings, args, adaptation, mix)
     report = {**adapted["report"], "wall_seconds": adaptation["wall_seconds"],
               "cpu_seconds": adaptation["cpu_seconds"]}
-    Path(args.output_dir, "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_atomic(Path(args.output_dir) / "report.json", json.dumps(report, indent=2) + "\n")
     print(format_report(report), flush=True)
     return AdaptedHead(Path(args.output_dir) / "head", calibration, report)
 

@@ -31,6 +31,7 @@ The mix therefore varies what real chains vary:
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -274,8 +275,9 @@ def chain_source(chain: Chain) -> str:
     return f"{wording_kind(template)} wordings"
 
 
-def training_chains(args: MixArguments) -> list[Chain]:
-    """The labelled chains of the mix, ``args.num_chains`` of them (or the chains of ``args.chains_file`` as they are).
+def training_chains(args: MixArguments, data_dir: str | os.PathLike[str] | None = None) -> list[Chain]:
+    """The labelled chains of the mix, ``args.num_chains`` of them (or the chains of ``args.chains_file`` as they are);
+    ``data_dir`` holds ``recipe_graphs/`` for recipe chains (``None`` reads ``$ARES_DATA_DIR``).
 
     ClaimTrees chains get their own names, wording, shape and (some) distractors; ids are unique
     (``mix-<i>-<template>-<style>``) and ``meta`` records the draw (``template``, ``name_style``, ``distractors``).
@@ -299,7 +301,8 @@ def training_chains(args: MixArguments) -> list[Chain]:
     if args.recipe_share > 0:
         from ..data.recipes import load_recipe_graphs
 
-        graphs = [(name, g) for name, g in load_recipe_graphs() if name not in set(args.heldout_recipes)]
+        graphs = [(name, g) for name, g in load_recipe_graphs(data_dir)
+                  if name not in set(args.heldout_recipes)]
         if not graphs:
             raise ValueError(f"MixArguments(heldout_recipes={args.heldout_recipes!r}) holds out every recipe graph: "
                              "leave some for training or set recipe_share: 0.")

@@ -32,6 +32,7 @@ no recipe, contributes to two splits.
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 from functools import lru_cache
 from typing import Any, Callable, Sequence
@@ -174,28 +175,29 @@ def _minimal_negatives(rows: list[dict[str, Any]], questions: list[list[str]], s
 
 
 @lru_cache(maxsize=64)
-def _recipe_oracle(recipe: str) -> Backbone:
+def _recipe_oracle(recipe: str, data_dir: str | None) -> Backbone:
     from ..backbones.oracle import RecipeOracle
     from ..data.recipes import load_recipe_graphs
 
-    graphs = dict(load_recipe_graphs())
+    graphs = dict(load_recipe_graphs(data_dir))
     if recipe not in graphs:
         raise ValueError(f"meta['recipe']={recipe!r} is not a recipe graph of the data folder: use one of "
                          f"{sorted(graphs)}.")
     return RecipeOracle(graphs[recipe])
 
 
-def generated_oracle(chain: Chain) -> Backbone | None:
+def generated_oracle(chain: Chain, data_dir: str | os.PathLike[str] | None = None) -> Backbone | None:
     """The ground-truth oracle that a generated chain names in ``meta["oracle"]``, else ``None``.
 
     ``"recipe"``: :class:`~ares_rerank.backbones.oracle.RecipeOracle` over the graph ``meta["recipe"]`` (the mix's
-    recipe chains). ClaimTrees chains carry their rules instead; their oracle comes from ``oracle_for``.
+    recipe chains), read from ``data_dir`` (the folder holding ``recipe_graphs/``; ``None`` reads
+    ``$ARES_DATA_DIR``). ClaimTrees chains carry their rules instead; their oracle comes from ``oracle_for``.
     """
     kind = chain.meta.get("oracle")
     if kind is None:
         return None
     if kind == "recipe":
-        return _recipe_oracle(chain.meta["recipe"])
+        return _recipe_oracle(chain.meta["recipe"], None if data_dir is None else str(data_dir))
     raise ValueError(f"chain {chain.id!r} names meta['oracle']={kind!r}: the known oracles are 'recipe'.")
 
 

@@ -123,12 +123,16 @@ def test_a_recipe_trained_head_replays_the_graphs_of_data_dir_or_says_where_to_g
     monkeypatch.delenv("ARES_DATA_DIR", raising=False)
     flags = ["--chains_file", str(chains), "--max_steps", "1", "--batch_size", "4", "--replay_chains", "4",
              "--progress", "false"]
+    sound = tmp_path / "sound.jsonl"  # every step labelled sound: said before anything runs
+    sound.write_text("".join(json.dumps({**json.loads(line), "labels": [0] * len(json.loads(line)["labels"])}) + "\n"
+                             for line in chains.read_text().splitlines()))
     capsys.readouterr()
-    assert main(["adapt", str(head), "--output_dir", str(tmp_path / "none"), *flags]) == 2
+    assert main(["adapt", str(head), "--output_dir", str(tmp_path / "none"), *flags, "--chains_file", str(sound)]) == 2
     error = capsys.readouterr().err
     assert "trained on recipe chains" in error and "--data_dir" in error and "fallcat/ares" in error
     assert "--replay_share 0" in error and "ARES_DATA_DIR" in error
     assert not (tmp_path / "none").exists()  # stopped before the run folder
+    assert "is labelled sound (0): the head learns nothing about telling them apart" in error
 
     out = tmp_path / "adapted"
     assert main(["adapt", str(head), "--output_dir", str(out), "--data_dir", str(data), *flags]) == 0

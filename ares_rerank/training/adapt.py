@@ -274,6 +274,12 @@ def run_adaptation(head: str, args: AdaptArguments) -> AdaptedHead:
     folder = resolve_head(head, args.revision, args.cache_dir)
     settings = head_settings(folder, head)
     user = _user_splits(args)  # before the run folder: bad input leaves nothing behind
+    labels = {y for part in user.values() for chain in part for y in chain.labels}
+    if len(labels) < 2:
+        print(f"note: every step of chains_file={str(args.chains_file)!r} is labelled "
+              f"{'unsound (1)' if labels == {1} else 'sound (0)'}: the head learns nothing about telling them apart "
+              "from your chains, and your held-out ARES macro-F1 counts a class with no example as 0.",
+              file=sys.stderr, flush=True)
     mix = replay_mix(settings["record"])
     try:
         replay = _replay_parts(mix, args)

@@ -297,6 +297,25 @@ def test_recipe_chains_come_from_training_graphs_and_split_by_graph(recipe_mix):
         assert generated_oracle(chain).entailment_probs([r["premises"]], [r["hypothesis"]]) == [float(r["label"])]
 
 
+def test_a_recipe_mix_reads_the_graphs_of_data_dir_without_the_environment(monkeypatch):
+    """`train head --data_dir` (and `calibrate --config`): the mix's recipe chains and their oracle labels come from
+    the folder named, with $ARES_DATA_DIR unset; without either the error names data_dir."""
+    from helpers import shared_data
+
+    from ares_rerank.training import parse_args, split_rows
+
+    data = str(shared_data("recipe_graphs").parent)
+    monkeypatch.delenv("ARES_DATA_DIR")
+    mix, args = parse_args(["--num_chains", "30", "--mix_seed", "2", "--recipe_share", "0.5", "--data_dir", data,
+                            "--output_dir", "unused"])
+    assert args.data_dir == data
+    rows = split_rows(mix, args.data_dir)
+    recipe_rows = [r for _, part in rows.values() for r in part if "-recipe-" in r["chain_id"]]
+    assert recipe_rows and {r["label"] for r in recipe_rows} == {0, 1}  # labelled by the recipe oracle
+    with pytest.raises(FileNotFoundError, match="data_dir=None and .ARES_DATA_DIR is not set"):
+        split_rows(mix)
+
+
 def _oracle_or_none(chain: Chain):
     return _oracle(chain) if "rules" in chain.meta else None
 

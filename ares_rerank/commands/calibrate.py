@@ -89,8 +89,8 @@ def config_pairs(config: str, split: str) -> list[dict[str, Any]]:
     selected by the config's ``premise_selection``; score them with selection ``"all"``)."""
     from ..training import parse_args, split_rows
 
-    mix, _ = parse_args([config])
-    return split_rows(mix)[split][1]
+    mix, args = parse_args([config])
+    return split_rows(mix, args.data_dir)[split][1]
 
 
 def target_folder(head: str, output_dir: str | None) -> Path:

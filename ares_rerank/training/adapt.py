@@ -35,7 +35,7 @@ from typing import Any, Sequence
 from ..chain import Chain
 from ..io import prepare_run_dir, write_atomic
 from .mix import MixArguments, chain_source, training_chains
-from .pairs import build_pairs, generated_oracle, split_chains
+from .pairs import build_pairs, split_chains
 
 
 __all__ = ["AdaptArguments", "AdaptedHead", "adapt_head", "format_report", "head_settings", "main", "resolve_head"]
@@ -231,12 +231,8 @@ def _replay_parts(mix: MixArguments | None, args: AdaptArguments) -> dict[str, A
                       for c in rng.sample(by_source[source], min(quota[source], len(by_source[source])))]
     if not args.recalibrate:  # the val split only refits the calibration
         parts["val"] = []
-
-    def oracle_for(chain: Chain) -> Any:  # the mix's ClaimTrees rules, or its recipe graphs read from data_dir
-        return claimtrees_oracle_for(chain) or generated_oracle(chain, args.data_dir)
-
-    pairs = {name: build_pairs(part, mix.premise_selection, oracle_for, mix.subsets_per_step,
-                               mix.mix_seed, mix.minimal_pairs) for name, part in parts.items()}
+    pairs = {name: build_pairs(part, mix.premise_selection, claimtrees_oracle_for, mix.subsets_per_step,
+                               mix.mix_seed, mix.minimal_pairs, data_dir=args.data_dir) for name, part in parts.items()}
     if args.replay_max_chars:
         limit = args.replay_max_chars
         pairs["train"] = [r for r in pairs["train"] if len("\n".join(r["premises"])) + len(r["hypothesis"]) <= limit]

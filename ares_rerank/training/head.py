@@ -81,6 +81,9 @@ class HeadTrainingArguments(TrainingArguments):
                 "the base encoder was tuned on. Also added to a continued init_adapter."})
     max_length: int = field(default=320, metadata={"help": "Encoder window in tokens (window policy beyond it)."})
     early_stopping_patience: int = field(default=3, metadata={"help": "Evaluations without val-loss improvement."})
+    data_dir: str | None = field(default=None, metadata={
+        "help": "The folder holding recipe_graphs/ (the ARES authors' release, github.com/fallcat/ares, "
+                "data/recipe_graphs, MIT), for a mix with recipe_share > 0. Default: $ARES_DATA_DIR."})
     max_train_seconds: float = field(default=0.0, metadata={
         "help": "Stop training after this many seconds of wall time (0 = no limit), whatever max_steps says: the "
                 "step that crosses it is evaluated and checkpointed, and the best checkpoint so far is calibrated."})
@@ -242,20 +245,22 @@ def claimtrees_oracle_for(chain: Any) -> Any:
     return ClaimTreesOracle(templates_of(chain))
 
 
-def split_rows(mix: MixArguments) -> dict[str, tuple[list[Any], list[dict[str, Any]]]]:
+def split_rows(mix: MixArguments, data_dir: str | None = None) -> dict[str, tuple[list[Any], list[dict[str, Any]]]]:
     """``{"train" | "val" | "test": (chains, pairs)}`` of a mix: chains split by chain id (or recipe graph) before
     any pair exists, pairs with their premises already selected by ``mix.premise_selection`` and labelled on what
-    it kept. What training reads, and what ``ares-rerank calibrate --config`` rebuilds."""
-    parts = split_chains(training_chains(mix), {"val": mix.val_fraction, "test": mix.test_fraction}, seed=mix.mix_seed)
+    it kept. What training reads, and what ``ares-rerank calibrate --config`` rebuilds. ``data_dir`` holds
+    ``recipe_graphs/`` for a mix with recipe chains (``None`` reads ``$ARES_DATA_DIR``)."""
+    parts = split_chains(training_chains(mix, data_dir), {"val": mix.val_fraction, "test": mix.test_fraction},
+                         seed=mix.mix_seed)
     return {name: (part, build_pairs(part, mix.premise_selection, claimtrees_oracle_for, mix.subsets_per_step,
-                                     mix.mix_seed, mix.minimal_pairs))
+                                     mix.mix_seed, mix.minimal_pairs, data_dir=data_dir))
             for name, part in parts.items()}
 
 
-def build_splits(mix: MixArguments) -> tuple[dict[str, Any], dict[str, Any]]:
+def build_splits(mix: MixArguments, data_dir: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Train / val / test pair datasets (split by chain id first) and a summary of their sizes."""
     datasets, summary = {}, {}
-    for name, (part, rows) in split_rows(mix).items():
+    for name, (part, rows) in split_rows(mix, data_dir).items():
         datasets[name] = pairs_dataset(rows)
         summary[name] = {"chains": len(part), "pairs": len(rows), "entailed": sum(r["label"] for r in rows),
                          "chain_ids": sorted(c.id for c in part)}
@@ -337,7 +342,7 @@ def _train_head(mix: MixArguments, args: HeadTrainingArguments, start: float) ->
 
         torch.set_num_threads(args.torch_threads)
     set_seed(args.seed)
-    datasets, summary = build_splits(mix)
+    datasets, summary = build_splits(mix, args.data_dir)
     if 0 < args.max_eval_pairs < len(datasets["val"]):
         datasets["val"] = datasets["val"].shuffle(seed=args.seed).select(range(args.max_eval_pairs))
         summary["val"]["pairs_used"] = args.max_eval_pairs

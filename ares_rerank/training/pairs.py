@@ -208,6 +208,7 @@ def build_pairs(
     subsets_per_step: int = 2,
     seed: int = 0,
     minimal_pairs: bool = False,
+    data_dir: str | os.PathLike[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Deduplicated pairs of many chains (first occurrence of each (premises, hypothesis) kept).
 
@@ -218,6 +219,8 @@ def build_pairs(
             ``None``) uses the oracle its generator names (:func:`generated_oracle`, e.g. the mix's recipe chains),
             else it gives sound prefixes only.
         subsets_per_step, seed, minimal_pairs: See :func:`chain_pairs`.
+        data_dir: The folder holding ``recipe_graphs/`` for the generated oracles (``None`` reads
+            ``$ARES_DATA_DIR``).
 
     Returns:
         Rows as in :func:`chain_pairs`. Identical pairs with conflicting labels raise (they would mean a broken
@@ -227,7 +230,7 @@ def build_pairs(
     seen: dict[tuple, int] = {}
     out: list[dict[str, Any]] = []
     for chain in chains:
-        oracle = (oracle_for(chain) if oracle_for is not None else None) or generated_oracle(chain)
+        oracle = (oracle_for(chain) if oracle_for is not None else None) or generated_oracle(chain, data_dir)
         for row in chain_pairs(chain, selector, oracle, subsets_per_step, seed, minimal_pairs):
             key = (tuple(row["premises"]), row["hypothesis"])
             if key in seen:

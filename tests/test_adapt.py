@@ -100,6 +100,17 @@ def test_adapt_command_continues_a_head_with_replay_and_saves_it_with_its_card(t
     assert refit["val"]["method"] == "platt" and refit["val"]["num_pairs"] > 0 and "calibrated_on" in refit
     assert refit["temperature"] == pytest.approx(refit["val"]["temperature"])
 
+    # --replay_max_chars drops long pairs after the even draw: each source replays at most what it did without it
+    short = tmp_path / "short"
+    assert main(["adapt", str(head), "--chains_file", str(chains), "--output_dir", str(short), "--max_steps", "1",
+                 "--batch_size", "4", "--replay_chains", "6", "--progress", "false", "--replay_max_chars", "150"]) == 0
+    limited = json.loads((short / "head" / "ares_calibration.json").read_text())["adaptation"]["replay"]
+    assert set(limited["sources"]) == set(sources) and all(0 < n <= sources[k] for k, n in limited["sources"].items())
+    assert 0 < limited["pairs"] == sum(limited["sources"].values()) < adaptation["replay"]["pairs"]
+    shown = (f"{max(limited['sources'].values())} from each of" if len(set(limited["sources"].values())) == 1 else
+             "by source: " + ", ".join(f"{n} {k}" for k, n in limited["sources"].items()))
+    assert shown in (short / "head" / "README.md").read_text()
+
 
 @pytest.mark.slow
 def test_a_recipe_trained_head_replays_the_graphs_of_data_dir_or_says_where_to_get_them(tmp_path, tiny_nli_path,

@@ -113,8 +113,9 @@ def _adaptation(adaptation: dict[str, Any]) -> str:
     chains = adaptation.get("chains") or {}
     replay = adaptation.get("replay") or {}
     source = Path(str(adaptation.get("chains_file", "?"))).name
-    sources = replay.get("sources") or {}  # as many pairs from each source of the mix
-    each = f"; {max(sources.values())} from each of {', '.join(sources)}" if sources else ""
+    sources = replay.get("sources") or {}  # as many pairs from each source of the mix, unless replay_max_chars cut some
+    each = (f"; {max(sources.values())} from each of {', '.join(sources)}" if len(set(sources.values())) == 1 else
+            "; by source: " + ", ".join(f"{n} {source}" for source, n in sources.items()) if sources else "")
     weight = (adaptation.get("arguments") or {}).get("adapted_weight", 1.0)
     text = (f"Adapted from `{adaptation.get('head', '?')}` on {sum(chains.values())} labelled chains of `{source}` "
             f"({chains.get('train', 0)} trained on, {chains.get('val', 0)} for the calibration, "

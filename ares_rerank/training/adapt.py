@@ -68,9 +68,11 @@ class AdaptArguments:
         "help": "Chains of the head's training split to replay from, drawn evenly from the sources of its mix (recipe "
                 "graphs, fixed / composed / random wordings), with as many pairs replayed from each source."})
     replay_max_chars: int = field(default=0, metadata={
-        "help": "Replay only pairs of at most this many characters (premises and step; 0 = no limit). A limit makes "
-                "steps cheaper but leaves out the long pairs (the shipped head's recipe chains, up to 512 tokens), "
-                "and what is not replayed drifts: at 800 the held-out recipes lost 0.04 at the threshold 0.5."})
+        "help": "Replay only pairs of at most this many characters (premises and step; 0 = no limit), applied after "
+                "the even draw by source, so a source of long pairs replays fewer without cutting the others. A "
+                "limit makes steps cheaper but leaves out the long pairs (the shipped head's recipe chains, up to "
+                "512 tokens), and what is not replayed drifts: at 800 the held-out recipes lost 0.04 at the threshold "
+                "0.5 (measured with the earlier draw by pairs)."})
     recalibrate: bool = field(default=False, metadata={
         "help": "Refit the calibration (the head's method) on the val pairs of your chains and of the head's own "
                 "mix. Off by default: training reads the head's own calibration, which then stays valid for what "
@@ -233,16 +235,19 @@ def _replay_parts(mix: MixArguments | None, args: AdaptArguments) -> dict[str, A
         parts["val"] = []
     pairs = {name: build_pairs(part, mix.premise_selection, claimtrees_oracle_for, mix.subsets_per_step,
                                mix.mix_seed, mix.minimal_pairs, data_dir=args.data_dir) for name, part in parts.items()}
-    if args.replay_max_chars:
-        limit = args.replay_max_chars
-        pairs["train"] = [r for r in pairs["train"] if len("\n".join(r["premises"])) + len(r["hypothesis"]) <= limit]
     source_of = {c.id: source for source, chains in by_source.items() for c in chains}
     rows: dict[str, list[dict[str, Any]]] = {}
     for row in pairs["train"]:
         rows.setdefault(source_of[row["chain_id"]], []).append(row)
     keep = min((len(r) for r in rows.values()), default=0)
-    pairs["train"] = [row for source in sorted(rows) for row in rng.sample(rows[source], keep)]
-    return {**pairs, "chains": [c.id for c in parts["train"]], "sources": {source: keep for source in sorted(rows)}}
+    chosen = {source: rng.sample(rows[source], keep) for source in sorted(rows)}
+    if args.replay_max_chars:  # after the balance: a source of long pairs gives fewer, and takes none from the others
+        limit = args.replay_max_chars
+        chosen = {source: [r for r in picked if len("\n".join(r["premises"])) + len(r["hypothesis"]) <= limit]
+                  for source, picked in chosen.items()}
+    pairs["train"] = [row for picked in chosen.values() for row in picked]
+    return {**pairs, "chains": [c.id for c in parts["train"]],
+            "sources": {source: len(picked) for source, picked in chosen.items()}}
 
 
 def adapt_head(head: str | Path = "default", chains_file: str | Path | None = None,

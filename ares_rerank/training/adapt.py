@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 from ..chain import Chain
 from ..io import prepare_run_dir, write_atomic
-from .mix import MixArguments, chain_source, training_chains
+from .mix import MixArguments, chain_source
 from .pairs import build_pairs, split_chains
 
 
@@ -217,12 +217,11 @@ def _replay_parts(mix: MixArguments | None, args: AdaptArguments) -> dict[str, A
     Sources are even because what a head knows is not spread like its pairs: a recipe chain yields about six times
     the pairs of a ClaimTrees chain, so a draw by pairs replayed the shipped head's recipes 88% of the time and its
     ClaimTrees wordings 12% (and a second unseen wording lost up to 0.21 ARES macro-F1 at the threshold 0.5)."""
-    from .head import claimtrees_oracle_for
+    from .head import claimtrees_oracle_for, split_mix
 
     if mix is None or args.replay_share == 0:
         return {"train": [], "val": [], "test": [], "chains": [], "sources": {}}
-    parts = split_chains(training_chains(mix, args.data_dir), {"val": mix.val_fraction, "test": mix.test_fraction},
-                         seed=mix.mix_seed)
+    parts = split_mix(mix, args.data_dir)
     rng = random.Random(args.seed)
     by_source: dict[str, list[Chain]] = {}
     for chain in parts["train"]:

@@ -52,6 +52,8 @@ __all__ = [
     "load_base",
     "parse_args",
     "save_head",
+    "split_mix",
+    "split_rows",
     "train_head",
 ]
 
@@ -245,13 +247,19 @@ def claimtrees_oracle_for(chain: Any) -> Any:
     return ClaimTreesOracle(templates_of(chain))
 
 
+def split_mix(mix: MixArguments, data_dir: str | None = None) -> dict[str, list[Any]]:
+    """``{"train" | "val" | "test": chains}`` of a mix, split by chain id (or recipe graph) with the mix's own
+    fractions and seed. ``data_dir`` holds ``recipe_graphs/`` for a mix with recipe chains (``None`` reads
+    ``$ARES_DATA_DIR``)."""
+    return split_chains(training_chains(mix, data_dir), {"val": mix.val_fraction, "test": mix.test_fraction},
+                        seed=mix.mix_seed)
+
+
 def split_rows(mix: MixArguments, data_dir: str | None = None) -> dict[str, tuple[list[Any], list[dict[str, Any]]]]:
-    """``{"train" | "val" | "test": (chains, pairs)}`` of a mix: chains split by chain id (or recipe graph) before
-    any pair exists, pairs with their premises already selected by ``mix.premise_selection`` and labelled on what
-    it kept. What training reads, and what ``ares-rerank calibrate --config`` rebuilds. ``data_dir`` holds
-    ``recipe_graphs/`` for a mix with recipe chains (``None`` reads ``$ARES_DATA_DIR``)."""
-    parts = split_chains(training_chains(mix, data_dir), {"val": mix.val_fraction, "test": mix.test_fraction},
-                         seed=mix.mix_seed)
+    """``{"train" | "val" | "test": (chains, pairs)}`` of a mix (:func:`split_mix`: chains split before any pair
+    exists), pairs with their premises already selected by ``mix.premise_selection`` and labelled on what it kept.
+    What training reads, and what ``ares-rerank calibrate --config`` rebuilds."""
+    parts = split_mix(mix, data_dir)
     return {name: (part, build_pairs(part, mix.premise_selection, claimtrees_oracle_for, mix.subsets_per_step,
                                      mix.mix_seed, mix.minimal_pairs, data_dir=data_dir))
             for name, part in parts.items()}

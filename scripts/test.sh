@@ -7,4 +7,6 @@ python -m pip install -q "torch==2.13.0"
 python -m pip install -q -e ".[dev]"
 # The served-backbone integration tests need llama-cpp-python's server: from a local wheel cache, else built once.
 bash scripts/install_llama_server.sh
+# OpenRLHF and verl (pinned, --no-deps) for the tests that drive their own client and reward-loop code.
+bash scripts/install_frameworks.sh
 python -m pytest -q "$@"

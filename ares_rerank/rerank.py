@@ -13,7 +13,9 @@ outside its domain.
 
 Prompts and completions may be strings or conversations (lists of ``{"role", "content"}`` messages, TRL's
 conversational format): the contents of the ``prompt_roles`` messages become the prompt text, the contents of the
-assistant messages the completion text.
+assistant messages the completion text. A string that a chat template rendered (OpenRLHF's and verl's prompts, a
+query decoded with its special tokens) is read back the same way (:mod:`ares_rerank.chat_templates`): role headers,
+end markers and ``<think>`` tags never become part of a claim or a step.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from .backbones.base import Backbone
 from .backbones.served import is_outage
 from .baselines import check_method_backbone
 from .chain import Chain, ChainScores, split_prompt, split_steps
+from .chat_templates import ChatLayout, prompt_text, resolve_layout, response_text
 from .domain import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
 from .config import AresConfig, is_int
 from .records import (
@@ -104,6 +107,13 @@ class AresReranker:
         answer_fn: How final answers are read and compared for the votes: ``"standard"`` (``\\boxed{}``,
             "The answer is", ``# Answer``), ``"math-verify"`` (the ``math`` extra, as TRL's accuracy reward) or a
             callable ``fn(completion_text) -> key``; see :mod:`ares_rerank.answers`.
+        chat_layout: How string prompts and completions that a chat template rendered are read back
+            (:mod:`ares_rerank.chat_templates`): ``"auto"`` (default; the known layouts -- ChatML, Llama 3,
+            DeepSeek-R1, Mistral, Gemma, Phi -- detected per text, plain text kept but for end markers at its end
+            and ``<think>`` tags), a layout name of :data:`~ares_rerank.chat_templates.LAYOUTS`, a
+            :class:`~ares_rerank.chat_templates.ChatLayout`, or ``"none"`` (strings used as they are).
+        tokenizer: The policy's tokenizer (or its folder / hub id): its chat template and special tokens give the
+            layout, for a template none of the known layouts covers. Give it or ``chat_layout``, not both.
 
     Example:
         >>> from ares_rerank import FunctionBackbone
@@ -118,6 +128,7 @@ class AresReranker:
     show_progress_bar: bool | None = None
     selection: str = "best"
     answers: AnswerMatcher = AnswerMatcher()
+    chat_layout: ChatLayout | str = "auto"
     _demo_warned = False
 
     def __init__(
@@ -134,6 +145,8 @@ class AresReranker:
         show_progress_bar: bool | None = None,
         selection: str = "best",
         answer_fn: AnswerFn = "standard",
+        chat_layout: ChatLayout | str = "auto",
+        tokenizer: Any = None,
     ) -> None:
         if config is not None and not isinstance(config, AresConfig):
             raise TypeError(f"AresReranker(config=...) must be an AresConfig or None, got {type(config).__name__}.")
@@ -148,6 +161,7 @@ class AresReranker:
                 raise TypeError(f"AresReranker({name}={roles!r}) must be a list of role names, e.g. ['user'].")
         check_batch_size(batch_size, "AresReranker")
         progress_bar(0, show_progress_bar, 0, "", "")  # validates show_progress_bar
+        layout = resolve_layout(chat_layout, tokenizer)  # before the backbone loads
         self.backbone = resolve_backbone(backbone)
         check_method_backbone(method, self.backbone)  # now, not at the first call
         self.config = config or AresConfig()
@@ -161,6 +175,7 @@ class AresReranker:
         self.show_progress_bar = show_progress_bar
         self.selection = check_selection(selection, "AresReranker(selection)")
         self.answers = answer_matcher(answer_fn)
+        self.chat_layout = layout
         self._demo_warned = False
         fingerprint.register(type(self))
 
@@ -180,8 +195,7 @@ class AresReranker:
             ValueError: Their text cannot be encoded as UTF-8 (a lone surrogate), see :class:`Chain`; or the
                 completion has more steps than ``config.max_steps``.
         """
-        prompt_text = message_text(prompt, self.prompt_roles, "prompt")
-        completion_text = message_text(completion, self.completion_roles, "completion")
+        prompt_text, completion_text = self.texts(prompt, completion)
         steps = split_steps(completion_text, self.step_separator)
         if not steps:
             return None
@@ -189,6 +203,20 @@ class AresReranker:
         if too_long:  # refused before the steps are checked one by one, or any memory is taken for them
             raise ValueError(too_long)
         return Chain(split_prompt(prompt_text, self.prompt_split), steps)
+
+    def texts(self, prompt: Any, completion: Any) -> tuple[str, str]:
+        """The prompt text and the completion text that a pair's chain is built from: a conversation's messages of
+        ``prompt_roles`` / ``completion_roles``, and a string read back by ``chat_layout`` (see the class)."""
+        prompt_str = message_text(prompt, self.prompt_roles, "prompt")
+        completion_str = message_text(completion, self.completion_roles, "completion")
+        if self.chat_layout == "none":
+            return prompt_str, completion_str
+        layout = self.chat_layout if isinstance(self.chat_layout, ChatLayout) else None
+        if isinstance(prompt, str):
+            prompt_str = prompt_text(prompt_str, layout, self.prompt_roles)
+        if isinstance(completion, str):
+            completion_str = response_text(completion_str, layout, self.completion_roles)
+        return prompt_str, completion_str
 
     # -- scoring ------------------------------------------------------------------------------------------------
     def score_pairs(
@@ -283,13 +311,17 @@ class AresReranker:
                 logger.warning("Scoring %d chains failed with the server unavailable (%r); not retried.", len(chains),
                                err)
                 return [err] * len(chains)
-            logger.warning("Scoring %d chains together failed (%r); retrying one chain at a time.", len(chains), err)
+            first = err
         out: list[ChainScores | Exception] = []
         for chain in chains:
             try:
                 out.append(score_chains([chain], self.backbone, self.method, self.config)[0])
             except Exception as err:  # noqa: BLE001 -- reported in the record, never raised (on_error="none")
                 out.append(err)
+        failed = sum(isinstance(result, Exception) for result in out)
+        # one line per call, whatever the number of chains (a reward is called every training step)
+        logger.warning("Scoring %d chains together failed (%r); scored one at a time, %d of them failed.",
+                       len(chains), first, failed)
         return out
 
     def _fill(

@@ -41,7 +41,8 @@ variable                            value                                       
 ``ARES_RERANK_AGGREGATE``           the chain score: ``final``, ``mean``, ``min``, ``product``             ``final``
 ``ARES_RERANK_RERANKER_OPTIONS``    a JSON object of ``AresReranker`` keyword arguments: ``method``,       ``{}``
                                     ``step_separator``, ``prompt_split``, ``prompt_roles``,
-                                    ``completion_roles``, ``batch_size``, and ``config`` (an object of
+                                    ``completion_roles``, ``chat_layout``, ``tokenizer`` (the policy's
+                                    folder or hub id), ``batch_size``, and ``config`` (an object of
                                     ``AresConfig`` fields, e.g. ``{"eps": 0.05}``)
 ==================================  =====================================================================  ===========
 
@@ -93,8 +94,8 @@ KIND_ENV = "ARES_RERANK_KIND"
 BACKBONE_OPTIONS_ENV = "ARES_RERANK_BACKBONE_OPTIONS"
 AGGREGATE_ENV = "ARES_RERANK_AGGREGATE"
 RERANKER_OPTIONS_ENV = "ARES_RERANK_RERANKER_OPTIONS"
-_RERANKER_OPTIONS = ("method", "step_separator", "prompt_split", "prompt_roles", "completion_roles", "batch_size",
-                     "config")
+_RERANKER_OPTIONS = ("method", "step_separator", "prompt_split", "prompt_roles", "completion_roles", "chat_layout",
+                     "tokenizer", "batch_size", "config")
 
 _default_settings: dict[str, Any] = {}
 _default: AresReranker | None = None
@@ -348,9 +349,12 @@ class AresReward:
         return records, reranker.config.threshold
 
     def _rewards(self, records: list[dict[str, Any]], threshold: float, kwargs: dict[str, Any]) -> list[float | None]:
-        for record in records:
-            if record["error"] and record["error"] != NO_STEPS:  # a failure, not just an empty completion
-                logger.warning("%s could not score completion %d: %s", self.__name__, record["index"], record["error"])
+        failed = [r for r in records if r["error"] and r["error"] != NO_STEPS]  # failures, not empty completions
+        if failed:  # one line per call: a reward is called every training step
+            indices = [r["index"] for r in failed]
+            shown = ", ".join(map(str, indices[:8])) + (", ..." if len(indices) > 8 else "")
+            logger.warning("%s could not score %d of %d completions (index %s); the first error: %s", self.__name__,
+                           len(failed), len(records), shown, failed[0]["error"])
         if self.log_stats:
             self._log(records, threshold, kwargs.get("log_metric"), kwargs.get("log_extra"))
         return [self.unscorable_value if r["score"] is None else r["score"] for r in records]

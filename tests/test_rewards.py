@@ -104,7 +104,21 @@ def test_a_completion_that_cannot_be_read_is_logged_an_empty_one_is_not(reward, 
     with caplog.at_level("WARNING", logger="ares_rerank.rewards"):
         assert reward(prompts=["a\nb"] * 3, completions=["", 42, "so b"]) == [None, None, 1.0]
     logged = [r.getMessage() for r in caplog.records]
-    assert len(logged) == 1 and "could not score completion 1" in logged[0]
+    assert len(logged) == 1 and "could not score 1 of 3 completions (index 1)" in logged[0]
+
+
+def test_many_unscorable_completions_log_one_line_per_call(caplog):
+    """The rule oracle raises on a step it cannot parse: the batch is retried chain by chain, and the reranker and
+    the reward each say so once for the whole call, not once per completion."""
+    reward = AresReward(AresReranker(ClaimTreesOracle(), step_separator="\n", prompt_split="lines"))
+    completions = ["I have AB, I use rule (AB -> CD) to derive CD, now I have CD"] + ["not a ClaimTrees step"] * 12
+    with caplog.at_level("WARNING", logger="ares_rerank"):
+        rewards = reward(prompts=["I have AB\nRule: AB -> CD (meaning that if I have AB, I can derive CD)"] * 13,
+                         completions=completions)
+    assert rewards[0] is not None and rewards[1:] == [None] * 12
+    logged = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(logged) == 2, logged
+    assert "12 of them failed" in logged[0] and "could not score 12 of 13 completions" in logged[1]
 
 
 def test_backbone_that_rejects_a_completion_gives_none_for_it_only():

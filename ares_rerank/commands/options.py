@@ -30,6 +30,7 @@ __all__ = [
     "ENGINES",
     "add_backbone_arguments",
     "add_chain_text_arguments",
+    "add_chat_layout_arguments",
     "add_config_arguments",
     "add_dataclass_arguments",
     "add_generator_arguments",
@@ -39,6 +40,7 @@ __all__ = [
     "add_run_arguments",
     "backbone_from_args",
     "backbone_options",
+    "chat_layout_options",
     "check_generator_arguments",
     "config_from_args",
     "dataclass_from_args",
@@ -212,6 +214,33 @@ def add_chain_text_arguments(parser: argparse.ArgumentParser) -> None:
                              "splits into sentences (default: a blank line).")
     parser.add_argument("--prompt-split", default="none", choices=["none", "sentences", "lines"],
                         help="How the prompt becomes base claims (default: one claim).")
+
+
+def add_chat_layout_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--chat-layout`` / ``--tokenizer``: how prompts and completions that a chat template rendered are read back
+    (:mod:`ares_rerank.chat_templates`; ``AresReranker(chat_layout=..., tokenizer=...)``)."""
+    from ..chat_templates import LAYOUTS
+
+    parser.add_argument("--chat-layout", default="auto", choices=["auto", "none", *LAYOUTS],
+                        help="Role headers and end markers that a chat template wrote into string prompts and "
+                             "completions are removed before scoring: auto (default) detects ChatML, Llama 3, "
+                             "DeepSeek-R1, Mistral, Gemma and Phi text; a name forces that layout; none reads the "
+                             "text as it is.")
+    parser.add_argument("--tokenizer", default=None, metavar="PATH_OR_HUB_ID",
+                        help="The policy's tokenizer (folder or hub id, cached when offline): its chat template and "
+                             "special tokens give the layout, for a template the known layouts do not cover. "
+                             "Instead of --chat-layout.")
+
+
+def chat_layout_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``AresReranker``'s ``chat_layout`` / ``tokenizer`` keywords from :func:`add_chat_layout_arguments`' flags,
+    checked (and the tokenizer loaded) before the backbone loads."""
+    from ..chat_templates import resolve_layout
+
+    if args.tokenizer is not None and args.chat_layout != "auto":
+        raise ValueError(f"--chat-layout {args.chat_layout} and --tokenizer {args.tokenizer} are both given: pass "
+                         "one (the tokenizer's chat template gives the layout).")
+    return {"chat_layout": resolve_layout(args.chat_layout, args.tokenizer, "--chat-layout")}
 
 
 def step_separator(text: str) -> str | None:

@@ -37,6 +37,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--candidates-key", default="candidates")
     options.add_selection_arguments(parser)
     options.add_chain_text_arguments(parser)
+    options.add_chat_layout_arguments(parser)
     options.add_backbone_arguments(parser)
     options.add_config_arguments(parser)
     options.add_run_arguments(parser, batch_size=16, unit="Prompts")
@@ -94,13 +95,14 @@ def _rank_all(args: argparse.Namespace, records: list[dict[str, Any]], results: 
     from ..rerank import AresReranker
 
     config = options.config_from_args(args)
+    chat_layout = options.chat_layout_options(args)
     backbone = options.backbone_from_args(args)
     # one estimator call per CLI batch, one bar
     reranker = AresReranker(backbone, config=config, method=args.method,
                             step_separator=options.step_separator(args.step_separator),
                             prompt_split=args.prompt_split, aggregate=args.aggregate,
                             batch_size=None, show_progress_bar=False, selection=args.selection,
-                            answer_fn=options.answer_fn_from_args(args.answer_fn))
+                            answer_fn=options.answer_fn_from_args(args.answer_fn), **chat_layout)
     keys = [record_key(i, record) for i, record in enumerate(records)]
     done = options.resume_results(results, keys)
     with tqdm(total=len(records), initial=done, desc="ranking", unit="prompt", disable=args.no_progress,

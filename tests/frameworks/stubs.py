@@ -7,7 +7,8 @@ Which modules are stubbed, and why (only these; everything else the frameworks i
   this process: ``ray.remote(cls).options(...).remote(*args)`` builds the object on its own thread with its own
   asyncio event loop (as Ray runs an async actor), ``handle.method.remote(...)`` runs the method there and returns a
   reference that ``ray.get`` resolves or a coroutine awaits; ``ray.nodes()`` names one alive node. Nothing else of
-  Ray is modelled: any other attribute is an inert placeholder.
+  Ray is modelled: any other attribute is an inert placeholder (option objects such as scheduling strategies can be
+  built and are ignored).
 - ``vllm``, ``deepspeed``, ``flash_attn``: CUDA-only packages the frameworks import for generation and training, which
   these tests never run. Their stand-ins are inert placeholders (any attribute or submodule exists; calling one
   raises), so an import succeeds and a use fails loudly.
@@ -41,13 +42,19 @@ class _PlaceholderMeta(type):
 
 
 def _placeholder(qualname: str) -> type:
-    """An inert class: subclassable, usable in annotations and isinstance; instances refuse to be used."""
+    """An inert class: subclassable, usable in annotations and isinstance. Ray's option objects (scheduling
+    strategies, placement groups) may be built, since the stand-in actors ignore their options; any other use, and
+    building one of the CUDA packages' names, raises."""
 
     def refuse(self: Any, *args: Any, **kwargs: Any) -> None:
         raise RuntimeError(f"{qualname} is a test stand-in (tests/frameworks/stubs.py); the real package is not "
                            "installed on this machine.")
 
-    return _PlaceholderMeta(qualname.rsplit(".", 1)[-1], (), {"__qualname__": qualname, "__init__": refuse,
+    def record(self: Any, *args: Any, **kwargs: Any) -> None:
+        self.args, self.kwargs = args, kwargs
+
+    build = record if qualname.split(".")[0] == "ray" else refuse
+    return _PlaceholderMeta(qualname.rsplit(".", 1)[-1], (), {"__qualname__": qualname, "__init__": build,
                                                                 "__call__": refuse})
 
 

@@ -14,6 +14,21 @@ Three ways to read and compare answers (``answer_fn`` wherever a reranker, ``bes
 - a callable ``fn(text) -> key``: any hashable key (``None``: no answer), for other domains (a code's test
   outcome, a recipe's final dish, a ClaimTrees chain's last state).
 
+Gold answers (:meth:`AnswerMatcher.is_correct`) are read by the same ``answer_fn`` as the candidates, so both sides
+are compared in one form:
+
+- ``"standard"``: the gold's own ``\\boxed{}`` / ``# Answer`` / "The answer is" when it has one, else the whole
+  gold (a bare answer such as MATH's ``2\\sqrt{2}``), normalized as the candidates' answers are.
+- ``"math-verify"``: a gold written as text with LaTeX delimiters (``$..$``, ``\\(..\\)``, ``\\[..\\]``,
+  ``\\boxed{}``) or over several lines (a worked solution) is parsed exactly as TRL's ``accuracy_reward`` parses its
+  ``solution`` column (math-verify's default extraction). A bare one-line gold -- MATH-500's and search-and-learn's
+  ``answer`` field -- is read as ``\\boxed{gold}``, the form of a candidate that boxes it: math-verify reads LaTeX only
+  inside delimiters (its maintainers say so in huggingface/Math-Verify#74), and a bare ``2\\sqrt{2}`` parses as 2,
+  ``\\pi`` as nothing. A gold it cannot read either way is an error naming it (TRL skips such a row; here every
+  candidate of the problem would silently count as wrong).
+- a callable: ``fn(gold)``; when that is ``None`` (a function that reads a candidate's format, given a bare gold), the
+  gold as written.
+
 A candidate without an answer joins no group: it cannot win a vote (it can still win ``selection="best"``).
 """
 
@@ -40,6 +55,8 @@ _TEXT = re.compile(r"\\(?:text|textbf|mathrm|mbox)\s*\{([^{}]*)\}")
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)")
 _FRAC = re.compile(r"^([-+]?)\\frac\{([-+]?\d+)\}\{(\d+)\}$")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+#: LaTeX delimiters in a gold text: math-verify reads LaTeX inside them only.
+_DELIMITED = re.compile(r"(?<!\\)\$|\\\(|\\\[|\\(?:boxed|fbox)\s*\{")
 
 
 def _braced(text: str, start: int) -> str | None:
@@ -202,19 +219,38 @@ class AnswerMatcher:
             return _math_verify().text(parsed)
         return parsed if isinstance(parsed, (list, tuple)) else str(parsed)
 
+    def gold_key(self, gold: Any) -> Any:
+        """The gold answer in the form :meth:`parse` gives a candidate's (see the module docstring), ``None`` for no
+        gold.
+
+        Raises:
+            ValueError: math-verify cannot read the gold answer.
+        """
+        if gold is None:
+            return None
+        if self.answer_fn == "standard":
+            written = str(gold)
+            found = extract_answer(written)
+            return normalize_answer(written if found is None else found)
+        if self.answer_fn == "math-verify":
+            parsed = _math_verify().parse_gold(str(gold))
+            if not parsed:
+                raise ValueError(f"answer_fn='math-verify' cannot read the gold answer {str(gold)!r:.120} (neither as "
+                                 "written nor as \\boxed{...}): fix that record's gold answer, or use "
+                                 "answer_fn='standard'.")
+            return parsed
+        key = self.parse(gold if isinstance(gold, str) else str(gold))  # a JSON number as its text: fn reads text
+        return gold if key is None else key
+
     def is_correct(self, text: Any, gold: Any) -> bool:
-        """Whether a candidate's answer equals the gold answer (``gold`` as written in the data set: for the
-        standard matcher a ``\\boxed{}`` answer or a bare one; for math-verify anything it parses)."""
+        """Whether a candidate's answer equals the gold answer, both read by this matcher (:meth:`parse` for the
+        candidate, :meth:`gold_key` for the gold: a bare answer or text stating it)."""
         answer = self.parse(text)
         if answer is None or gold is None:
             return False
         if self.answer_fn == "math-verify":
-            return _math_verify().equal(_math_verify().parse_gold(str(gold)), answer)
-        if self.answer_fn == "standard":
-            gold = str(gold)
-            found = extract_answer(gold) if _BOX.search(gold) else gold
-            return found is not None and normalize_answer(found) == answer
-        return answer == gold
+            return _math_verify().equal(self.gold_key(gold), answer)
+        return self.gold_key(gold) == answer
 
 
 def answer_matcher(answer_fn: AnswerFn | None = None) -> AnswerMatcher:
@@ -225,8 +261,8 @@ def answer_matcher(answer_fn: AnswerFn | None = None) -> AnswerMatcher:
 
 
 class _MathVerify:
-    """math-verify, configured as TRL's ``accuracy_reward``: gold parsed with the defaults, answers with boxed
-    first and no anchor-free guessing."""
+    """math-verify, configured as TRL 1.16's ``accuracy_reward``: answers parsed with boxed first and no anchor-free
+    guessing, gold texts with math-verify's defaults; bare gold answers boxed first (see the module docstring)."""
 
     def __init__(self) -> None:
         try:
@@ -240,25 +276,38 @@ class _MathVerify:
             normalization_config=NormalizationConfig(nits=False, malformed_operators=False, basic_latex=True,
                                                      boxed="all", units=True),
             boxed_match_priority=0, try_extract_without_anchor=False)]
+        self.golds: dict[str, list] = {}  # one problem's gold is compared with each of its N candidates
 
     @staticmethod
-    def timeout() -> int | None:
-        """math-verify's time limit (5 s) uses ``signal.alarm``, which works on the main thread only; elsewhere (a
-        server's worker, an async reward's thread) it runs without one."""
-        return 5 if threading.current_thread() is threading.main_thread() else None
+    def timeout(seconds: int) -> int | None:
+        """math-verify's time limits use ``signal.alarm``, which works on the main thread only; elsewhere (a
+        server's worker, an async reward's thread) it runs without one, as TRL's reward does."""
+        return seconds if threading.current_thread() is threading.main_thread() else None
 
     def parse_answer(self, text: str) -> list:
         return self.module.parse(text, extraction_config=self.answer_config, extraction_mode="first_match",
-                                 parsing_timeout=self.timeout())
+                                 parsing_timeout=self.timeout(10))
 
-    def parse_gold(self, text: str) -> list:
-        return self.module.parse(text, extraction_mode="first_match", parsing_timeout=self.timeout())
+    def parse_gold(self, gold: str) -> list:
+        """TRL's parse of a gold text; a bare one-line answer read as ``\\boxed{gold}`` (then as written)."""
+        if gold not in self.golds:
+            text = gold.strip()
+            tries = [text] if _DELIMITED.search(text) or "\n" in text else ["\\boxed{" + text + "}", text]
+            parsed: list = []
+            for attempt in tries:
+                parsed = self.module.parse(attempt, parsing_timeout=self.timeout(10))
+                if parsed:
+                    break
+            if len(self.golds) > 4096:
+                self.golds.clear()
+            self.golds[gold] = parsed
+        return self.golds[gold]
 
     def equal(self, gold: list, answer: list) -> bool:
         if not gold or not answer:
             return False
         try:
-            return bool(self.module.verify(gold, answer, timeout_seconds=self.timeout()))
+            return bool(self.module.verify(gold, answer, timeout_seconds=self.timeout(5)))
         except Exception:  # noqa: BLE001 -- math-verify raises on some inputs; not equal, never a crash
             return False
 

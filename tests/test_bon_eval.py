@@ -1,6 +1,7 @@
 """Best-of-N accuracy against N: pass@k, the generated candidate sets, the file schemas users have
-(search-and-learn's completions, RLHFlow's test sets), the metrics with the ClaimTrees rule oracle, and
-``ares-rerank eval --task bon``."""
+(search-and-learn's completions, RLHFlow's test sets), the metrics with the ClaimTrees rule oracle, gold answers
+read by the answer function as the candidates are (bare-LaTeX MATH golds with math-verify), search-and-learn's
+first-N protocol against its published computation, and ``ares-rerank eval --task bon``."""
 
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def test_generated_sets_reject_bad_arguments():
 
 def test_ares_vote_reaches_pass_at_n_with_the_rule_oracle_and_majority_falls_behind():
     task = load_bon_generated("claimtrees", n=60, candidates=8)
-    results = evaluate_bon(task, ClaimTreesOracle(), ["ares", "entail-prev"], subsets=8, progress=False)
+    results = evaluate_bon(task, ClaimTreesOracle(), ["ares", "entail-prev"], subset_count=8, progress=False)
     rows, top = results["rows"], "8"
     assert results["n_values"] == [1, 2, 4, 8]
     assert rows["ares | weighted"][top][0] == pytest.approx(rows["pass@N"][top][0], abs=0.01)
@@ -150,7 +151,7 @@ def test_cli_eval_bon_writes_json_markdown_and_plot(tmp_path):
     assert "| no verifier | majority |" in (out / "run.md").read_text()
     assert (out / "run.png").read_bytes()[:4] == b"\x89PNG"
     assert main(args + ["--name", "run"]) == 0  # the same settings again: replaced
-    assert main(args + ["--name", "run", "--subsets", "4"]) == 2  # other settings: refused before any work
+    assert main(args + ["--name", "run", "--subsets", "first"]) == 2  # other settings: refused before any work
     assert main(["eval", "--task", "bon", "--out", str(out), "--no-progress"]) == 2  # neither --path nor --generate
 
 
@@ -198,3 +199,200 @@ def test_the_demo_head_on_candidates_outside_its_domain_is_said(tmp_path):
         evaluate_bon(task, load_backbone("default"), ["ares"], progress=False)
     demo = [w for w in caught if issubclass(w.category, DemoBackboneWarning)]
     assert len(demo) == 1 and "evaluate_bon on BoN sal" in str(demo[0].message)
+
+
+# -- gold answers read as the candidates are: a MATH-style file whose golds are bare LaTeX --------------------------
+#: (gold as MATH-500 / search-and-learn's ``answer`` field writes it, a wrong answer, an equivalent form or None).
+MATH_GOLDS = [
+    (r"2\sqrt{2}", r"2\sqrt{3}", None),
+    (r"\pi", r"2\pi", None),
+    (r"\frac{1}{2}", r"\frac{1}{3}", "0.5"),
+    ("3", "4", "3.0"),
+    (r"\{1,2\}", r"\{1,3\}", None),
+    (r"\frac{\pi}{4}", r"\frac{\pi}{3}", None),
+    (r"(3,\frac{\pi}{2})", r"(3,\pi)", None),
+    (r"x^2+1", r"x^2-1", None),
+    (r"-\frac{3}{4}", r"\frac{3}{4}", "-0.75"),
+    (r"\sqrt{3}", r"\sqrt{2}", None),
+    (r"2\pi", r"\pi", None),
+    (r"\infty", "0", None),
+    (r"[1,3)", r"(1,3]", None),
+    (r"\dfrac{3}{5}", r"\dfrac{2}{5}", r"\frac{3}{5}"),
+    (r"y=2x+1", r"y=2x-1", None),
+    (r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", r"\begin{pmatrix} 2 \\ 1 \end{pmatrix}", None),
+    (r"\text{(B)}", r"\text{(C)}", None),
+    (r"3\sqrt{13}", r"13\sqrt{3}", None),
+    ("1,000", "100", "1000"),
+    (r"(-\infty, 0) \cup (0, \infty)", r"(-\infty, 0)", None),
+]
+
+
+def math_bare_gold_records(candidates=16, seed=0):
+    """search-and-learn records for :data:`MATH_GOLDS`: each candidate boxes the gold (or its equivalent form) or the
+    wrong answer, with per-step scores; also returns which candidates are right, by construction."""
+    import random
+
+    rng = random.Random(f"math-bare-gold/{seed}")
+    records, truth = [], []
+    for i, (gold, wrong, same) in enumerate(MATH_GOLDS):
+        p_right = rng.uniform(0.05, 0.6)
+        completions, scores, right = [], [], []
+        for c in range(candidates):
+            ok = rng.random() < p_right
+            answer = (same if same is not None and c % 2 else gold) if ok else wrong
+            ending = rng.choice(["So the answer is $\\boxed{%s}$.", "The final answer is $\\boxed{%s}$"]) % answer
+            completions.append(f"Problem {i}: we work it out.\n\nThen one more step.\n\n{ending}")
+            scores.append([round(rng.random(), 2) for _ in range(3)])
+            right.append(ok)
+        records.append({"problem": f"MATH-style problem {i}", "answer": gold, "completions": completions,
+                        "scores": scores})
+        truth.append(right)
+    return records, truth
+
+
+def test_bare_latex_golds_are_read_as_the_candidates_that_box_them():
+    pytest.importorskip("math_verify")
+    for name in ("standard", "math-verify"):
+        matcher = AnswerMatcher(name)
+        for gold, wrong, same in MATH_GOLDS:
+            assert matcher.is_correct(f"so $\\boxed{{{gold}}}$", gold), (name, gold)
+            assert not matcher.is_correct(f"so $\\boxed{{{wrong}}}$", gold), (name, gold, wrong)
+            if same is not None:
+                assert matcher.is_correct(f"so $\\boxed{{{same}}}$", gold), (name, gold, same)
+    mv = AnswerMatcher("math-verify")
+    # a gold written as text (TRL's `solution` column) is parsed as TRL parses it
+    assert mv.is_correct("so \\boxed{2\\sqrt{2}}", "The side is $2\\sqrt{2}$.")
+    assert mv.is_correct("so \\boxed{\\pi}", "Hence $\\boxed{\\pi}$")
+    assert not mv.is_correct("so \\boxed{2}", "2\\sqrt{2}")  # the bare gold is no longer read as its first number
+    with pytest.raises(ValueError, match=r"cannot read the gold answer '\$\$'.*answer_fn='standard'"):
+        mv.is_correct("\\boxed{1}", "$$")  # nothing inside: TRL would skip the row; here it is said
+
+
+def test_a_custom_answer_fn_reads_the_gold_too():
+    def last_word(text):
+        words = text.replace(".", " ").split()
+        return words[-1].lower() if words else None
+
+    matcher = AnswerMatcher(last_word)
+    assert matcher.is_correct("so it is Paris.", "The capital is PARIS")  # both sides read: "paris"
+    assert not matcher.is_correct("so it is Rome.", "PARIS")
+    assert AnswerMatcher(claimtrees_answer).is_correct("I have A, ..., now I have Q", "Q")  # bare gold: as written
+    assert AnswerMatcher(lambda t: int(t.split()[-1]) if t.split()[-1].isdigit() else None).is_correct("x 12", 12)
+    # the standard reading of a gold that states its answer
+    assert AnswerMatcher().is_correct("\\boxed{5}", "so the answer is 5.")
+
+
+def test_cli_math_verify_agrees_with_standard_on_bare_latex_golds(tmp_path):
+    """The issue's done-when: `eval --task bon --answer-fn math-verify` agrees with `standard` on a MATH-style file
+    whose golds are bare LaTeX (math-verify used to read 2\\sqrt{2} as 2 and \\pi as nothing)."""
+    pytest.importorskip("math_verify")
+    from ares_rerank.cli import main
+
+    records, truth = math_bare_gold_records()
+    source = write_jsonl(tmp_path / "math_bare.jsonl", records)
+    for name in ("standard", "math-verify"):
+        assert [p.correct for p in load_bon_file(source, answer_fn=name).problems] == truth, name
+    out, rows = tmp_path / "out", {}
+    for name in ("standard", "math-verify"):
+        assert main(["eval", "--task", "bon", "--path", str(source), "--methods", "given", "--answer-fn", name,
+                     "--out", str(out), "--name", name, "--no-progress"]) == 0
+        rows[name] = json.loads((out / f"{name}.json").read_text())["rows"]
+    assert rows["math-verify"] == rows["standard"]
+    assert rows["math-verify"]["pass@N"]["16"][0] == pytest.approx(sum(map(any, truth)) / len(truth))
+    assert rows["math-verify"]["random"]["1"][0] == pytest.approx(
+        sum(sum(t) / len(t) for t in truth) / len(truth))
+
+
+# -- search-and-learn's first-N protocol, against its published computation rewritten here --------------------------
+def sal_accuracy_at_n(records, n):
+    """accuracy@n of search-and-learn's pred_naive / pred_weighted / pred_maj, following huggingface/search-and-learn
+    (sal/utils/score.py and sal/utils/math.py): each completion's score is its last step's (aggregate_scores(s,
+    "last")); subsample_completions keeps the first n completions and scores; naive = the answer of the highest
+    score (a stable sort, so the earlier one on ties); weighted = find_answer_with_largest_sum (scores summed per
+    answer, the first-inserted answer on ties, as max over a dict does); majority = find_majority_answer (counts, the
+    first occurring answer on ties). Answers are grouped by their canonical form; this file's answers are integers
+    written without leading zeros or signs, whose canonical form (latex2sympy, simplify, latex) is the string itself.
+    """
+    import re
+
+    hits = {"naive": 0, "weighted": 0, "maj": 0}
+    for record in records:
+        agg = [steps[-1] for steps in record["scores"]][:n]
+        preds = [re.findall(r"\\boxed\{([^{}]*)\}", c)[-1] for c in record["completions"][:n]]
+        naive = sorted(zip(preds, agg), key=lambda x: x[1], reverse=True)[0][0]
+        sums, counts = {}, {}
+        for pred, score in zip(preds, agg):
+            sums[pred] = sums.get(pred, 0.0) + score
+            counts[pred] = counts.get(pred, 0) + 1
+        weighted = max(sums, key=sums.get)
+        top = max(counts.values())
+        maj = next(a for a, c in counts.items() if c == top)
+        for name, pred in (("naive", naive), ("weighted", weighted), ("maj", maj)):
+            hits[name] += pred == record["answer"]
+    return {name: value / len(records) for name, value in hits.items()}
+
+
+def sal_grouped_records(problems=40, candidates=16, seed=0):
+    """search-and-learn completions of integer answers, listed in groups as its beam search / DVTS write them: the
+    first half of each problem's completions comes from a weaker search than the second (more wrong answers), so
+    the first N and random N differ; scores have one decimal, so votes tie."""
+    import random
+
+    rng = random.Random(f"sal-grouped/{seed}")
+    records = []
+    for i in range(problems):
+        gold = str(rng.randint(10, 99))
+        wrong = [str(rng.randint(100, 999)) for _ in range(3)]
+        completions, scores = [], []
+        for c in range(candidates):
+            p_right = 0.15 if c < candidates // 2 else 0.55
+            answer = gold if rng.random() < p_right else rng.choices(wrong, (0.6, 0.3, 0.1))[0]
+            completions.append(f"We compute.\n\nCheck it.\n\nSo $\\boxed{{{answer}}}$.")
+            scores.append([round(rng.random(), 1) for _ in range(rng.randint(1, 3))])
+        records.append({"problem": f"problem {i}", "answer": gold, "completions": completions, "scores": scores})
+    return records
+
+
+def test_subsets_first_reproduces_search_and_learn_weighted_naive_and_majority(tmp_path):
+    from ares_rerank.cli import main
+
+    records = sal_grouped_records()
+    source = write_jsonl(tmp_path / "sal_grouped.jsonl", records)
+    out = tmp_path / "out"
+    base = ["eval", "--task", "bon", "--path", str(source), "--methods", "given", "--selections", "best,weighted",
+            "--out", str(out), "--no-progress"]
+    assert main(base + ["--subsets", "first", "--name", "first"]) == 0
+    first = json.loads((out / "first.json").read_text())
+    assert first["subsets"] == "first" and first["aggregate"] == "final" and first["n_values"] == [1, 2, 4, 8, 16]
+    for n in first["n_values"]:
+        expected = sal_accuracy_at_n(records, n)
+        cells = first["rows"]
+        assert cells["given | weighted"][str(n)][0] == expected["weighted"], n
+        assert cells["majority"][str(n)][0] == expected["maj"], n
+        assert cells["given | best"][str(n)][0] == expected["naive"], n
+    assert "the first N candidates of each problem (search-and-learn's protocol)" in (out / "first.md").read_text()
+    # the default random subsets read another sample below N = 16 on this grouped file, the same one at 16
+    assert main(base + ["--name", "random"]) == 0
+    drawn = json.loads((out / "random.json").read_text())
+    assert "32 random subsets per N < N_max (seed 0)" in (out / "random.md").read_text()
+    assert drawn["rows"]["majority"]["16"] == first["rows"]["majority"]["16"]
+    assert drawn["rows"]["pass@N"]["4"][0] > first["rows"]["pass@N"]["4"][0]  # the first 4: the weaker search
+
+
+def test_subsets_flags_say_which_protocol_takes_them(tmp_path, capsys):
+    from ares_rerank.cli import main
+
+    source = write_jsonl(tmp_path / "sal.jsonl", SAL)
+    args = ["eval", "--task", "bon", "--path", str(source), "--methods", "given", "--out", str(tmp_path / "o"),
+            "--no-progress"]
+    with pytest.raises(SystemExit) as done:
+        main(args + ["--subsets", "8"])
+    assert done.value.code == 2 and "--subset-count 8" in capsys.readouterr().err
+    assert main(args + ["--subsets", "first", "--subset-count", "8"]) == 2
+    assert "--subset-count apply to --subsets random only" in capsys.readouterr().err
+    assert main(args + ["--subset-count", "0"]) == 2
+    assert main(args + ["--subset-count", "8", "--subset-seed", "3", "--name", "r"]) == 0
+    results = json.loads((tmp_path / "o" / "r.json").read_text())
+    assert (results["subsets"], results["subset_count"], results["seed"]) == ("random", 8, 3)
+    with pytest.raises(ValueError, match="subset_count=8"):
+        evaluate_bon(load_bon_file(source), None, ["given"], subsets=8, progress=False)

@@ -5,10 +5,12 @@ Examples:
     ares-rerank eval --task prmbench --sample 50 --backbone path/to/head --out runs/eval
     ares-rerank eval --task bon --generate claimtrees --backbone claimtrees-oracle
     ares-rerank eval --task bon --path completions.jsonl --answer-fn math-verify --methods ares,given
+    ares-rerank eval --task bon --path completions.jsonl --methods given --subsets first
 
 ``--task bon`` reports best-of-N accuracy against N (N = 1, 2, 4, ..., mean +- SE over problems) for each method and
 selection rule, with pass@N and majority@N, on a candidate file (search-and-learn's or RLHFlow's schema) or a
-generated set; it also writes ``<name>.png``, accuracy against N.
+generated set; it also writes ``<name>.png``, accuracy against N. At N below the most, ``--subsets random`` (default)
+averages seeded random subsets of N; ``--subsets first`` takes each problem's first N, as search-and-learn does.
 
 Needs the ``eval`` extra (``pip install 'ares-rerank[eval]'``: scikit-learn, matplotlib). Everything is written under
 ``--out`` (default ``./ares-eval`` in the working directory): ``<name>.json`` and ``<name>.md``, and the score cache
@@ -73,8 +75,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="Selection rules per method (majority needs no verifier and is always reported).")
     options.add_aggregate_argument(bon, "the chain score of --task bon (search-and-learn's 'last' is final)")
     bon.add_argument("--max-n", type=int, default=None, help="Largest N (default: the fewest candidates).")
-    bon.add_argument("--subsets", type=int, default=32, help="Random subsets per problem and N < N_max (32).")
-    bon.add_argument("--subset-seed", type=int, default=0, help="Seed of the subsets (0).")
+    bon.add_argument("--subsets", type=subsets_protocol, default="random",
+                     help="Which N candidates accuracy@N reads: random (default: --subset-count seeded random subsets "
+                          "of N per problem) or first (the first N of each problem, search-and-learn's protocol).")
+    bon.add_argument("--subset-count", type=int, default=None,
+                     help="--subsets random: random subsets per problem and N < N_max (32).")
+    bon.add_argument("--subset-seed", type=int, default=None, help="--subsets random: seed of the subsets (0).")
     bon.add_argument("--step-separator", default="auto",
                      help="--path: how a candidate splits into steps: auto (Math-Shepherd's 'ки' tag where present, "
                           "else blank lines), a literal, 're:<regex>' or 'none' (sentences).")
@@ -94,6 +100,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            help="Replace an existing results file made with other settings (refused otherwise, "
                                 "before any work; a rerun with the same settings replaces it).")
     options.add_run_arguments(parser, batch_size=32, unit="Chains per backbone wave (and cache save):")
+
+
+def subsets_protocol(value: str) -> str:
+    """``--subsets``: ``random`` or ``first`` (an ``argparse`` type: its error names the flag and the fix)."""
+    from ..evaluation.bon import SUBSETS
+
+    if value in SUBSETS:
+        return value
+    hint = f"; the number of random subsets is --subset-count {value}" if value.strip().isdigit() else ""
+    raise argparse.ArgumentTypeError(f"{value!r} is neither 'random' (seeded random subsets of N) nor 'first' (the "
+                                     f"first N candidates of each problem, search-and-learn's protocol){hint}.")
+
+
+def subset_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--subsets`` / ``--subset-count`` / ``--subset-seed`` as :func:`~ares_rerank.evaluation.bon.evaluate_bon`
+    keyword arguments; the last two only with ``--subsets random`` (the first N take no count and no seed)."""
+    from ..evaluation.bon import SUBSET_COUNT
+
+    if args.subsets == "first":
+        given = [flag for flag, value in (("--subset-count", args.subset_count), ("--subset-seed", args.subset_seed))
+                 if value is not None]
+        if given:
+            raise ValueError(f"{' and '.join(given)} apply to --subsets random only; --subsets first reads the first N "
+                             "candidates of each problem (no draw): drop them, or pass --subsets random.")
+        return {"subsets": "first"}
+    count = SUBSET_COUNT if args.subset_count is None else args.subset_count
+    options.positive(count, "--subset-count")
+    return {"subsets": "random", "subset_count": count, "seed": 0 if args.subset_seed is None else args.subset_seed}
 
 
 def register(subparsers: Any) -> None:
@@ -200,7 +234,7 @@ def run_bon(args: argparse.Namespace) -> int:
     from ..evaluation.plots import plot_accuracy_vs_n
     from ..io import write_atomic
 
-    options.positive(args.subsets, "--subsets")
+    subsets = subset_options(args)
     options.positive(args.max_n, "--max-n")
     methods = [m.strip() for m in (BON_METHODS if args.methods == DEFAULT_METHODS else args.methods).split(",")
                if m.strip()]
@@ -212,7 +246,7 @@ def run_bon(args: argparse.Namespace) -> int:
     stem = args.name or f"{task.key}__{backbone_key(args.backbone, args.kind)}"
     settings = {"task": task.key, "backbone": args.backbone, "backbone_options": load_options or {},
                 "config": asdict(config), "methods": sorted(methods), "selections": selections,
-                "subsets": args.subsets, "seed": args.subset_seed}
+                **subsets}
     check_result_targets(out_dir, stem, (".json", ".md", ".png"))
     if not args.overwrite:
         check_previous_results(out_dir / f"{stem}.json", {"settings": settings})
@@ -220,7 +254,7 @@ def run_bon(args: argparse.Namespace) -> int:
     cache = None if args.no_cache else ScoreCache(args.cache_dir or out_dir / "cache")
     results, demo = holding_demo_warning(lambda: evaluate_bon(
         task, backbone, methods, config, selections=selections, aggregate=args.aggregate, max_n=args.max_n,
-        subsets=args.subsets, seed=args.subset_seed, backbone_name=args.backbone, backbone_kind=args.kind,
+        **subsets, backbone_name=args.backbone, backbone_kind=args.kind,
         backbone_options=load_options, cache=cache, refresh=args.refresh, batch_size=args.batch_size,
         progress=not args.no_progress))
     results["settings"] = settings  # what a rerun is compared by

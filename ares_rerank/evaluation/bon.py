@@ -3,17 +3,31 @@
 Data flow: a :class:`~ares_rerank.evaluation.tasks.bon.BonTask` (problems, N candidates each, which are correct)
 -> every method scores every distinct candidate chain once (:func:`~ares_rerank.evaluation.runner.score_cached`,
 cached) -> chain scores (``aggregate``, default the final step's) and sound flags (no step at or below the
-threshold) -> for N = 1, 2, 4, ..., N_max, ``subsets`` seeded random subsets of N candidates per problem -> each
-selection rule (:mod:`ares_rerank.voting`) picks one -> accuracy@N.
+threshold) -> for N = 1, 2, 4, ..., N_max, the N candidates of each problem that the ``subsets`` protocol takes ->
+each selection rule (:mod:`ares_rerank.voting`) picks one -> accuracy@N.
+
+Which N candidates (``subsets``, named in the table's caption):
+
+- ``"random"`` (default): ``subset_count`` seeded random subsets of N per problem, averaged: accuracy@N of N
+  samples drawn from the N_max, whatever order the file lists them in.
+- ``"first"``: the first N candidates of each problem, one subset: search-and-learn's protocol (its
+  ``subsample_completions`` keeps ``completions[:n]``, because beam search and DVTS write a problem's completions in
+  groups that a random subset would break up). Its ``pred_naive@n`` / ``pred_weighted@n`` / ``pred_maj@n`` are the
+  rows ``given | best`` / ``given | weighted`` / ``majority`` with ``aggregate="final"`` (its ``agg_strategy``
+  ``"last"``), answers grouped by ``answer_fn`` where it groups them by a latex2sympy canonical form. One more
+  difference: a completion without an answer joins no group here, where search-and-learn groups its empty answers
+  together. Its N are the powers of two; here N_max is added when it is not one.
+
+The two agree at N = N_max; below it they differ by how the file is ordered (and by the random subsets' noise).
 
 Rows of the result:
 
 - ``<method> | <selection>``: a verifier with a rule (``best`` = search-and-learn's naive, ``weighted``,
   ``sound-weighted``);
 - ``majority``: the most frequent answer, no verifier (search-and-learn's ``pred_maj``);
-- ``random``: one candidate drawn at random (the expected accuracy of a single sample);
-- ``pass@N``: at least one of the N is correct (the exact unbiased estimate over all N-subsets, OpenAI's
-  ``pass@k``): the ceiling every rule is measured against.
+- ``random``: one of the N drawn at random (the expected accuracy of a single sample);
+- ``pass@N``: at least one of the N is correct: the ceiling every rule is measured against (with random subsets
+  the exact unbiased estimate over all N-subsets, OpenAI's ``pass@k``; with the first N, whether one of them is).
 
 Each cell is the mean over problems of the per-problem accuracy averaged over its subsets, with the standard error
 over problems (``std / sqrt(P)``): it measures how much the number would move on another draw of problems. At
@@ -45,12 +59,17 @@ from .runner import score_cached
 from .tasks.bon import BonTask
 
 
-__all__ = ["BON_SELECTIONS", "GIVEN", "bon_markdown", "evaluate_bon", "n_values", "pass_at_k"]
+__all__ = ["BON_SELECTIONS", "GIVEN", "SUBSET_COUNT", "SUBSETS", "bon_markdown", "evaluate_bon", "n_values",
+           "pass_at_k", "subsets_caption"]
 
 #: The selection rules reported per verifier by default.
 BON_SELECTIONS = ("best", "weighted", "sound-weighted")
 #: The method name of the per-step scores shipped with a data set (search-and-learn's ``scores``).
 GIVEN = "given"
+#: Which N candidates accuracy@N reads (see the module docstring).
+SUBSETS = ("random", "first")
+#: Random subsets per problem and N < N_max (``subsets="random"``), unless told.
+SUBSET_COUNT = 32
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -117,7 +136,8 @@ def evaluate_bon(
     selections: Sequence[str] = BON_SELECTIONS,
     aggregate: Aggregate = "final",
     max_n: int | None = None,
-    subsets: int = 32,
+    subsets: str = "random",
+    subset_count: int = SUBSET_COUNT,
     seed: int = 0,
     backbone_name: str | None = None,
     backbone_kind: str | None = None,
@@ -139,8 +159,10 @@ def evaluate_bon(
             verifier and is its own row).
         aggregate: Chain score from step scores (search-and-learn uses the last step's).
         max_n: Largest N (default: the smallest candidate count of any problem).
-        subsets: Random subsets per problem and N (N < N_max).
-        seed: Seeds the subsets.
+        subsets: ``"random"`` (``subset_count`` seeded random subsets per problem and N < N_max) or ``"first"``
+            (the first N candidates: search-and-learn's protocol).
+        subset_count: Random subsets per problem and N (``subsets="random"`` only).
+        seed: Seeds the random subsets.
         backbone_name, backbone_kind, backbone_options, cache, refresh, batch_size, progress: As
             :func:`~ares_rerank.evaluation.runner.evaluate`.
 
@@ -158,8 +180,14 @@ def evaluate_bon(
     if "majority" in selections:
         raise ValueError("selections: 'majority' needs no verifier and is always reported as its own row; drop it.")
     check_batch_size(batch_size, "evaluate_bon")
-    if isinstance(subsets, bool) or not isinstance(subsets, int) or subsets < 1:
-        raise ValueError(f"subsets={subsets!r} must be a positive int.")
+    if isinstance(subsets, int) and not isinstance(subsets, bool):
+        raise ValueError(f"subsets={subsets!r}: subsets names the protocol, {' or '.join(map(repr, SUBSETS))}; the "
+                         f"number of random subsets is subset_count={subsets!r}.")
+    if subsets not in SUBSETS:
+        raise ValueError(f"subsets={subsets!r} is unknown: use 'random' (seeded random subsets of N) or 'first' (the "
+                         "first N candidates of each problem, search-and-learn's protocol).")
+    if isinstance(subset_count, bool) or not isinstance(subset_count, int) or subset_count < 1:
+        raise ValueError(f"subset_count={subset_count!r} must be a positive int (random subsets per problem and N).")
     top = task.max_n if max_n is None else max_n
     if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= task.max_n:
         raise ValueError(f"max_n={max_n!r} must be an int in [1, {task.max_n}] (the fewest candidates of a problem).")
@@ -182,9 +210,11 @@ def evaluate_bon(
         total, correct = len(problem.texts), problem.correct
         groups, answers = grouped[p]
         for k, n in enumerate(ns):
-            rng = random.Random(f"{seed}/{p}/{n}")
-            draws = [list(range(total))] if n == total else [sorted(rng.sample(range(total), n))
-                                                             for _ in range(subsets)]
+            if subsets == "first" or n == total:
+                draws = [list(range(n))]
+            else:
+                rng = random.Random(f"{seed}/{p}/{n}")
+                draws = [sorted(rng.sample(range(total), n)) for _ in range(subset_count)]
             hits: dict[str, float] = {}
             for subset in draws:
                 sub_groups, sub_answers = _renumber([groups[i] for i in subset]), [answers[i] for i in subset]
@@ -198,8 +228,12 @@ def evaluate_bon(
                         hits[row] = hits.get(row, 0.0) + correct[subset[order[0]]]
             for row, value in hits.items():
                 add(row, k, [value / len(draws)])
-            add("pass@N", k, [pass_at_k(total, sum(correct), n)])
-            add("random", k, [sum(correct) / total])  # one sample drawn at random: exact, whatever N
+            if subsets == "first":
+                add("pass@N", k, [float(any(correct[:n]))])
+                add("random", k, [sum(correct[:n]) / n])
+            else:  # exact over every N-subset, so neither depends on the draws
+                add("pass@N", k, [pass_at_k(total, sum(correct), n)])
+                add("random", k, [sum(correct) / total])
     table = {row: {str(n): [float(np.mean(v)), float(np.std(v, ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0]
                    for n, v in zip(ns, values)} for row, values in rows.items()}
     return {
@@ -212,12 +246,23 @@ def evaluate_bon(
         "aggregate": aggregate_name(aggregate),
         "selections": list(selections),
         "subsets": subsets,
-        "seed": seed,
+        "subset_count": subset_count if subsets == "random" else None,
+        "seed": seed if subsets == "random" else None,
         "n_values": ns,
         "rows": table,
         "stats": {m: v[2] for m, v in per_method.items()},
         "environment": {"python": platform.python_version(), "machine": platform.machine()},
     }
+
+
+def subsets_caption(results: dict[str, Any]) -> str:
+    """Which N candidates a result's accuracy@N read, in words (results written before ``subsets`` named the
+    protocol hold the count of random subsets there)."""
+    protocol = results.get("subsets")
+    if protocol == "first":
+        return "the first N candidates of each problem (search-and-learn's protocol)"
+    count = protocol if isinstance(protocol, int) else results.get("subset_count")
+    return f"{count} random subsets per N < N_max (seed {results.get('seed')})"
 
 
 def bon_markdown(results: dict[str, Any]) -> str:
@@ -234,6 +279,5 @@ def bon_markdown(results: dict[str, Any]) -> str:
     task = results["task"]
     head = (f"**{task['name']}**: {task['num_problems']} problems, N up to {task['candidates']}, answers by "
             f"{task['answer_fn']}; backbone `{results['backbone']}`; chain score = {results['aggregate']} step; "
-            f"{results['subsets']} random subsets per N < N_max (seed {results['seed']}); accuracy % (mean ± SE "
-            "over problems).")
+            f"{subsets_caption(results)}; accuracy % (mean ± SE over problems).")
     return head + "\n\n" + markdown_table(["method", "selection"] + [f"N={n}" for n in ns], body)

@@ -396,3 +396,15 @@ def test_subsets_flags_say_which_protocol_takes_them(tmp_path, capsys):
     assert (results["subsets"], results["subset_count"], results["seed"]) == ("random", 8, 3)
     with pytest.raises(ValueError, match="subset_count=8"):
         evaluate_bon(load_bon_file(source), None, ["given"], subsets=8, progress=False)
+
+
+def test_results_written_before_subsets_named_the_protocol_keep_their_caption(tmp_path):
+    """Results written before ``--subsets first`` hold the count in ``subsets`` (the committed recipe run's
+    ``"subsets": 32``): their table still says how many random subsets."""
+    from ares_rerank.evaluation.bon import bon_markdown
+
+    results = evaluate_bon(load_bon_file(write_jsonl(tmp_path / "sal.jsonl", SAL)), None, ["given"], subset_count=8,
+                           seed=2, progress=False)
+    assert "8 random subsets per N < N_max (seed 2)" in bon_markdown(results)
+    old = {key: value for key, value in results.items() if key != "subset_count"}
+    assert "32 random subsets per N < N_max (seed 0)" in bon_markdown({**old, "subsets": 32, "seed": 0})

@@ -191,7 +191,7 @@ def test_dense_rewards_put_each_step_tau_at_the_token_that_ends_the_step(tokeniz
 
     reranker = make_reranker()
     data = data_proto(tokenizer, questions, rows)
-    got = AresDenseRewardManager(tokenizer, reranker=reranker, unscorable_value=-1.0)(data, return_dict=True)
+    got = AresDenseRewardManager(tokenizer=tokenizer, reranker=reranker, unscorable_value=-1.0)(data, return_dict=True)
     reward = got["reward_tensor"]
     assert reward.shape == data.batch["responses"].shape and reward.dtype == torch.float32
 
@@ -214,17 +214,17 @@ def test_dense_rewards_put_each_step_tau_at_the_token_that_ends_the_step(tokeniz
 def test_dense_rewards_through_a_server_equal_local_ones_and_fall_back_to_the_decoded_prompt(tokenizer):
     rows = [encode(tokenizer, r) + [tokenizer.eos_token_id] for r in RESPONSES]
     data = data_proto(tokenizer, QUESTIONS, rows)
-    local = AresDenseRewardManager(tokenizer, reranker=make_reranker())(data)
+    local = AresDenseRewardManager(tokenizer=tokenizer, reranker=make_reranker())(data)
     with RewardServer(make_reranker(), ServeConfig(port=0)) as server:
-        served = AresDenseRewardManager(tokenizer, server_url=server.url)(data, return_dict=True)
+        served = AresDenseRewardManager(tokenizer=tokenizer, server_url=server.url)(data, return_dict=True)
         with pytest.raises(ValueError, match="reranker= and a server URL"):
-            AresDenseRewardManager(tokenizer, reranker=make_reranker(), server_url=server.url)(data)
+            AresDenseRewardManager(tokenizer=tokenizer, reranker=make_reranker(), server_url=server.url)(data)
     assert torch.equal(served["reward_tensor"], local)
     assert served["reward_extra_info"]["ares_scored"] == [1, 1, 0, 0, 1]
 
     no_question = data_proto(tokenizer, QUESTIONS, rows, extra_info=False)  # scored against the decoded prompt
     reranker = make_reranker()
-    got = AresDenseRewardManager(tokenizer, reranker=reranker)(no_question, return_dict=True)
+    got = AresDenseRewardManager(tokenizer=tokenizer, reranker=reranker)(no_question, return_dict=True)
     width = no_question.batch["prompts"].shape[1]
     prompts = [tokenizer.decode(no_question.batch["prompts"][i, width - int(no_question.batch["attention_mask"]
                                                                            [i, :width].sum()):].tolist(),

@@ -1,8 +1,9 @@
-"""ARES rewards for verl (``ares_rerank.verl``), without verl: the custom reward function in verl's two call forms
-(``naive`` / reward loop: one response; ``batch``: many) scored locally or through ``ares-rerank serve``, and the dense
-reward manager on a stand-in of verl's ``DataProto`` (the fields verl's reward managers read: ``batch["prompts"]``
-left-padded, ``batch["responses"]`` right-padded, ``batch["attention_mask"]`` over both, ``non_tensor_batch``
-object arrays), with a tokenizer trained locally (tests/tiny_models.py).
+"""ARES rewards for verl (``ares_rerank.verl``) without verl: the reward functions scored locally or through
+``ares-rerank serve``, and the dense reward manager's verl 0.4-0.6 call form (``manager(data, return_dict)``) on a
+stand-in of verl's ``DataProto`` (the fields verl's reward managers read: ``batch["prompts"]`` left-padded,
+``batch["responses"]`` right-padded, ``batch["attention_mask"]`` over both, ``non_tensor_batch`` object arrays), with a
+tokenizer trained locally (tests/tiny_models.py). verl 0.9.1's own config, reward loop and agent loop drive these
+functions in tests/frameworks/test_verl_reward_loop.py.
 
 The token that ends each step is checked against references computed independently of the code under test: the
 token counts of separately encoded pieces, and the shortest decoded prefix that holds the step.
@@ -10,8 +11,10 @@ token counts of separately encoded pieces, and the shortest decoded prefix that 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
+import pickle
 import uuid
 
 import numpy as np
@@ -21,7 +24,8 @@ import torch
 from ares_rerank import AresReranker, FunctionBackbone
 from ares_rerank.rewards import AresReward, configure_default
 from ares_rerank.server import RewardServer, ServeConfig
-from ares_rerank.verl import SERVER_URL_ENV, AresDenseRewardManager, compute_score, compute_score_batch
+from ares_rerank.verl import (SERVER_URL_ENV, AresDenseRewardManager, StepRewards, async_compute_score, compute_score,
+                              compute_score_batch)
 from tiny_models import build_tokenizer
 
 
@@ -232,3 +236,52 @@ def test_dense_rewards_through_a_server_equal_local_ones_and_fall_back_to_the_de
     assert "user" in prompts[0] and QUESTIONS[0] in prompts[0]  # the chat template's text stays in
     texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in rows]
     assert got["reward_extra_info"]["score"] == AresReward(reranker, unscorable_value=0.0)(prompts, texts)
+
+
+def test_async_compute_score_equals_compute_score_and_batches_the_calls_waiting_together():
+    backbone_calls = []
+
+    def counted(premises, hypotheses):
+        backbone_calls.append(len(hypotheses))
+        return hashed(premises, hypotheses)
+
+    configure_default(FunctionBackbone(counted, name="hashed"), step_separator="\n\n")
+
+    async def run():
+        return await asyncio.gather(*[async_compute_score("gsm8k", r, "5", {"question": q})
+                                      for q, r in zip(QUESTIONS, RESPONSES)])
+
+    together = asyncio.run(run())
+    calls_together = len(backbone_calls)
+    one_by_one = [compute_score("gsm8k", r, "5", {"question": q}) for q, r in zip(QUESTIONS, RESPONSES)]
+    assert together == one_by_one
+    assert calls_together < len(backbone_calls) - calls_together  # one batch took fewer backbone calls
+
+    async def missing():
+        await async_compute_score("gsm8k", "so 5", "5", {"index": 0})
+
+    with pytest.raises(ValueError, match="extra_info has no 'question'"):
+        asyncio.run(missing())
+
+
+def test_compute_score_batch_called_per_response_names_async_compute_score():
+    with pytest.raises(TypeError, match="once per response.*async_compute_score"):
+        compute_score_batch(data_source="gsm8k", solution_str="so 5", ground_truth="5", extra_info={"question": "q"})
+
+
+def test_the_dense_manager_takes_verl_07s_form_and_refuses_a_positional_tokenizer(tokenizer):
+    with pytest.raises(TypeError, match=r"tokenizer=\.\.\."):
+        AresDenseRewardManager(tokenizer)
+    config = {"reward": {"reward_kwargs": {"unscorable_value": -2.0, "prompt_key": "problem"}}}
+    manager = AresDenseRewardManager(config=config, tokenizer=tokenizer, compute_score=None,
+                                     reward_router_address=None, reward_model_tokenizer=None)
+    assert (manager.unscorable_value, manager.prompt_key, manager.server_url) == (-2.0, "problem", None)
+    with pytest.raises(ValueError, match=r"\['max_resp_len'\]"):
+        AresDenseRewardManager(config={"reward": {"reward_kwargs": {"max_resp_len": 8}}}, tokenizer=tokenizer)
+
+
+def test_step_rewards_is_the_chain_reward_and_survives_pickling():
+    reward = StepRewards(0.25, [(3, 0.5), (7, 0.125)])
+    assert reward == 0.25 and float(reward) + 1 == 1.25
+    back = pickle.loads(pickle.dumps(reward))
+    assert back == 0.25 and back.token_rewards == ((3, 0.5), (7, 0.125))

@@ -12,7 +12,7 @@ from ares_rerank import AresConfig, Chain, FunctionBackbone
 from ares_rerank.backbones.oracle import ClaimTreesOracle
 from ares_rerank.data.claimtrees import claimtrees_vanilla
 from ares_rerank.estimator import ares_scores
-from ares_rerank.streaming import AresStream
+from ares_rerank.estimator import AresStream
 from helpers import HashBackbone, brute_force_tau
 
 
@@ -121,3 +121,28 @@ def test_bad_use_is_refused_with_the_fix():
         AresStream(FunctionBackbone(lambda p, h: [0.5] * len(h))).extend([state], ["c"])
     with pytest.raises(ValueError, match="at most max_steps"):
         AresStream(FunctionBackbone(lambda p, h: [0.5] * len(h)), horizon=10_000)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_with_a_planned_premise_selection_the_stream_and_the_batch_estimator_agree_on_every_step(seed):
+    """Both estimators group masks into backbone inputs with the one function of estimator/masks.py: with a
+    selector that has a plan (``relevant``), exact mode, and masks under the row cap, every step's tau and bound
+    agree (to rounding: the batch pass merges masks no later step reads, so it sums their weights first), the
+    evaluation counts exactly, and every prefix streamed agrees with the finished prefix."""
+    from ares_rerank.backbones.selection import SelectingBackbone
+    from test_estimator_projection import symbol_chain
+
+    rng = random.Random(seed)
+    chain = symbol_chain(rng, n=rng.randint(1, 3), m=rng.randint(3, 7))
+    config = AresConfig(mode="exact", prior=0.8, max_masks=64)  # 16 x 64 rows hold every mask of <= 10 claims
+    finished = ares_scores([chain], SelectingBackbone(HashBackbone(salt=str(seed)), "relevant"), config)[0]
+    stream = AresStream(SelectingBackbone(HashBackbone(salt=str(seed)), "relevant"), config)
+    state = stream.start(chain.base_claims)
+    for k, step in enumerate(chain.steps):
+        stream.extend([state], [step])
+        prefix = ares_scores([Chain(chain.base_claims, chain.steps[: k + 1])],
+                             SelectingBackbone(HashBackbone(salt=str(seed)), "relevant"), config)[0]
+        assert state.step_scores == pytest.approx(prefix.step_scores, abs=1e-12)
+    assert state.step_scores == pytest.approx(finished.step_scores, abs=1e-12)
+    assert state.result().error_bounds == pytest.approx(finished.error_bounds, abs=1e-12)
+    assert state.evaluations_per_step == finished.evaluations_per_step

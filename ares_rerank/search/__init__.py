@@ -1,5 +1,5 @@
 """Step-level generation steered by ARES: the next step of many partial solutions at once, scored as it is written
-by streaming ARES (:mod:`ares_rerank.streaming`).
+by streaming ARES (:mod:`ares_rerank.estimator.stream`).
 
 Data flow: prompts -> :func:`step_generator` (a transformers causal LM, a vLLM ``LLM``, or a policy callable) ->
 waves of next steps, stopped at the step separator -> each step into its partial solution's ARES state (one

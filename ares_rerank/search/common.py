@@ -3,7 +3,7 @@ one scoring wave for all problems at a time, per-problem counters, and the selec
 
 Counters (:class:`SearchStats`, per problem): generated tokens (characters for a policy) and steps, backbone
 evaluations (distinct inputs the new steps asked, :attr:`AresStream.evaluations
-<ares_rerank.streaming.AresStream.evaluations>` split by problem) and seconds. The waves serve every problem at
+<ares_rerank.estimator.stream.AresStream.evaluations>` split by problem) and seconds. The waves serve every problem at
 once, so a problem's seconds are its share of each wave: generation time by its tokens, scoring time by its
 evaluations.
 """
@@ -20,7 +20,7 @@ from ..chain import split_prompt
 from ..config import is_int
 from ..records import message_text
 from ..rerank import AresReranker
-from ..streaming import AresStream, StreamState
+from ..estimator.stream import AresStream, StreamState
 from ..voting import check_selection, order_by_vote
 from .generators import GeneratedStep, StepGenerator
 

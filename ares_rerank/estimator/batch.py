@@ -59,48 +59,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .backbones.base import Backbone, PairBatch
-from .backbones.selection import premise_selector
-from .chain import Chain, ChainScores
-from .config import (
-    DEFAULT_MAX_SAMPLES,
-    MAX_SAMPLE_BYTES,
-    SAMPLE_ROW_BYTES,
-    AresConfig,
-    check_sample_size,
-    log_union,
-    sample_size,
-)
+from ..backbones.base import Backbone, PairBatch
+from ..backbones.selection import premise_selector
+from ..chain import Chain, ChainScores
+from ..config import MAX_SAMPLE_BYTES, SAMPLE_ROW_BYTES, AresConfig, check_sample_size, log_union, sample_size
+from .masks import certified, exact_step, group_inputs, keep_heaviest, prune_groups, row_keys, split_masks
 
 
-# AresConfig and the sample-size checks live in config.py; they stay importable from here, where users found them.
-__all__ = [
-    "DEFAULT_MAX_SAMPLES",
-    "ESTIMATOR_REVISION",
-    "MAX_SAMPLE_BYTES",
-    "AresConfig",
-    "ares_scores",
-    "certified",
-    "check_evaluations",
-    "exact_step",
-    "groups_to_drop",
-    "check_sample_size",
-    "row_keys",
-    "sample_size",
-    "split_masks",
-]
+__all__ = ["ares_scores", "check_evaluations"]
 
-#: Bumped whenever the same settings can give different scores, in the estimator or in a premise selector it projects
-#: masks through (score caches key on it, so an upgrade never reads scores no longer given). 2: exact mode reports the
-#: kept masks' mean, default prune budget eps. 3: ``relevant`` selection treats bare numbers as quantities.
-#: 4: exact mode reports the point nearest the mean within max(eps, D / 2); auto falls back only beyond that.
-#: 5: ``relevant`` is symbols-only again when the hypothesis has any symbol (revision 3's rule is ``relevant-words``).
-#: (A new default, such as ``max_masks`` 64 -> 16, needs no bump: the score caches key on every setting.)
-#: 6: auto mode's hard budget is 2 eps, and once max_masks pushes the dropped mass past it, auto mode samples the
-#: dropped masks (a tail) instead of restarting as sample mode.
-#: 7: ``relevant-words`` ranks under its cap by each claim's whole text (a recipe step's own rule and ``We now
-#: START.`` before other rules that share only ``START`` and a quantity with it).
-ESTIMATOR_REVISION = 7
 
 
 class _Run:
@@ -136,33 +103,11 @@ class _Run:
 
     # -- shared: from masks to backbone inputs ----------------------------------------------------------------
     def group(self, rows: np.ndarray | None = None) -> None:
-        """Find the distinct backbone inputs of the current step among ``rows`` (default ``self.rows``).
-
-        Sets ``self.selected`` (one tuple of claim indices per group), ``self.inverse`` (``(R,)`` group of each row)
-        and ``self.representative`` (a row index per group, whose included claims are sent to the backbone).
-        """
+        """Find the distinct backbone inputs of the current step among ``rows`` (default ``self.rows``): sets
+        ``self.selected``, ``self.representative`` and ``self.inverse`` (:class:`~.masks.MaskGroups`)."""
         self.grouped = rows = self.rows if rows is None else rows
-        upto, plan = self.chain.num_base + self.k, self.plans[self.k]
-        support = None if plan is None else list(plan.support)
-        counts = rows[:, :upto].sum(axis=1)
-        keyed = rows[:, :upto] if plan is None else rows[:, support]
-        key_counts = counts if plan is not None and plan.uses_count else None
-        _, first, inverse = np.unique(row_keys(keyed, key_counts), return_index=True, return_inverse=True)
-        index: dict[tuple[int, ...], int] = {}
-        selected, representative, group_of = [], [], np.empty(len(first), dtype=np.int64)
-        for g, r in enumerate(first.tolist()):
-            if plan is None:
-                chosen = tuple(np.flatnonzero(rows[r, :upto]).tolist())
-            else:
-                present = [i for i, bit in zip(support, keyed[r].tolist()) if bit]
-                chosen = tuple(plan.select(present, int(counts[r])))
-            if chosen not in index:
-                index[chosen] = len(selected)
-                selected.append(chosen)
-                representative.append(r)
-            group_of[g] = index[chosen]
-        self.selected, self.representative = selected, representative
-        self.inverse = group_of[inverse.reshape(-1)]
+        groups = group_inputs(rows, self.chain.num_base + self.k, self.plans[self.k])
+        self.selected, self.representative, self.inverse = groups.selected, groups.representative, groups.inverse
 
     def missing(self) -> list[tuple[tuple[int, tuple[int, ...]], list[int]]]:
         """``(memo key, included claim indices of a representative mask)`` for each group the memo lacks."""
@@ -215,24 +160,20 @@ class _Run:
             _, first, inverse = np.unique(row_keys(rows[:, future], counts), return_index=True, return_inverse=True)
             weights = np.bincount(inverse.reshape(-1), weights=weights, minlength=len(first))
             rows = rows[first]
-        if len(rows) > self.max_rows:
-            order = np.argsort(-weights, kind="stable")
-            light = order[self.max_rows :]
-            self.dropped += float(weights[light].sum())
-            self._leave(rows[light], weights[light], self.k + 1 if bit >= self.chain.num_base else 0)
-            keep = np.sort(order[: self.max_rows])
-            rows, weights = rows[keep], weights[keep]
+        rows, weights, light_rows, light_weights = keep_heaviest(rows, weights, self.max_rows)
+        if len(light_rows):
+            self.dropped += float(light_weights.sum())
+            self._leave(light_rows, light_weights, self.k + 1 if bit >= self.chain.num_base else 0)
         self.rows, self.weights = rows, weights
 
     def prune(self) -> None:
         """Leave the lightest groups that would need a backbone call unevaluated while the dropped mass stays within
         the budget (at least one group is kept), then any beyond ``max_masks`` groups. Their masks leave the exact
         enumeration (:meth:`_leave`)."""
-        group_weights = np.bincount(self.inverse, weights=self.weights, minlength=len(self.selected))
         need = [g for g, chosen in enumerate(self.selected) if (self.k, chosen) not in self.memo]
-        drop, self.dropped = groups_to_drop(group_weights, need, self.dropped, self.config)
-        if drop:
-            out = np.isin(self.inverse, drop)
+        out, self.dropped = prune_groups(self.inverse, self.weights, len(self.selected), need, self.dropped,
+                                         self.config)
+        if out is not None:
             self._leave(self.rows[out], self.weights[out], self.k)
             self.rows, self.weights = self.rows[~out], self.weights[~out]
             self.group()
@@ -358,64 +299,6 @@ class _Run:
             error_bounds=None if self.sample else list(self.bounds),
             chain_id=self.chain.id,
         )
-
-
-def split_masks(rows: np.ndarray, weights: np.ndarray, bit: int, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each mask -> (claim ``bit`` accepted, ``w*q``) and (rejected, ``w*(1-q)``); masks of weight 0 are dropped."""
-    accepted = rows.copy()
-    accepted[:, bit] = True
-    rows = np.concatenate([accepted, rows])
-    weights = np.concatenate([weights * q, weights * (1.0 - q)])
-    live = weights > 0.0
-    return rows[live], weights[live]
-
-
-def groups_to_drop(group_weights: np.ndarray, need: Sequence[int], dropped: float,
-                   config: AresConfig) -> tuple[list[int], float]:
-    """Exact mode's pruning: the lightest groups that need a backbone call, left unevaluated while the dropped mass
-    stays within ``config.prune_budget`` (at least one group is kept), then any beyond ``config.mask_budget`` groups.
-    Returns the groups to drop and the dropped mass after them. The budget is spent greedily from the first step:
-    measured cheaper than any schedule."""
-    order = sorted(need, key=lambda g: (group_weights[g], g))
-    over = max(0, len(group_weights) - config.mask_budget)
-    drop: list[int] = []
-    for g in order:
-        within = dropped + group_weights[g] <= config.prune_budget
-        if len(drop) + 1 >= len(group_weights) or not (within or len(drop) < over):
-            break
-        drop.append(g)
-        dropped += float(group_weights[g])
-    return drop, dropped
-
-
-def exact_step(weights: np.ndarray, q: np.ndarray, dropped: float, eps: float) -> tuple[float, float, float]:
-    """``(S, point, bound)`` of one exact step: tau_k lies in ``[S, S + D]`` (S: the kept masks' sum of ``w * q``,
-    D: the dropped mass). The point reported is the one nearest the kept masks' mean ``S / (1 - D)`` (what the dropped
-    masks most resemble) whose worst-case error stays within ``max(eps, D / 2)``: the mean itself while D <= eps,
-    pulled toward the midpoint only as far as needed."""
-    total, kept = float(weights @ q), float(weights.sum())
-    if dropped > 0.0:
-        mean = min(1.0, max(0.0, total / kept)) if kept > 0.0 else 0.5
-        point, bound = certified(total, total + dropped, mean, eps)
-        return total, point, bound
-    return total, min(1.0, max(0.0, total)), 0.0
-
-
-def certified(low: float, high: float, estimate: float, eps: float) -> tuple[float, float]:
-    """``(point, bound)``: the point nearest ``estimate`` whose distance to both ends of ``[low, high]`` (where the
-    truth lies) stays within ``max(eps, (high - low) / 2)``, and that distance."""
-    allowed = max(eps, (high - low) / 2.0)
-    point = min(max(estimate, high - allowed), low + allowed)
-    return point, max(point - low, high - point)
-
-
-def row_keys(bits: np.ndarray, counts: np.ndarray | None) -> np.ndarray:
-    """One hashable key per row of ``bits`` ``(R, c)`` (and ``counts`` ``(R,)``): packed bytes viewed as void."""
-    parts = [np.packbits(bits, axis=1), np.ones((len(bits), 1), dtype=np.uint8)]  # the 1s keep the key non-empty
-    if counts is not None:
-        parts.append(counts.astype(">u4").view(np.uint8).reshape(len(bits), 4))
-    packed = np.ascontiguousarray(np.concatenate(parts, axis=1))
-    return packed.view(np.dtype((np.void, packed.shape[1]))).reshape(-1)
 
 
 def ares_scores(chains: Sequence[Chain], backbone: Backbone, config: AresConfig | None = None) -> list[ChainScores]:

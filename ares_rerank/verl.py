@@ -1,9 +1,10 @@
 """ARES rewards for verl: custom reward functions and a dense (per-step) reward manager. verl is not a dependency.
 
 Which verl versions: the keys and call forms below were run on verl 0.9.1 (its Hydra config, reward loop, agent loop
-and ``DataProto``; tests/frameworks/test_verl_reward_loop.py); the same interfaces were read in the code of 0.7.1,
-0.8.0 and 0.9.0 (the token-level hook :meth:`AresDenseRewardManager.assemble_rm_scores` exists from 0.8.0). verl
-0.4-0.6 build reward managers the older way (see *Older verl* below).
+and ``DataProto``; tests/frameworks/test_verl_reward_loop.py, which CI runs) and, with the same tests, on 0.9.0 and
+0.8.0; 0.7.1's reward loop has the same interfaces (read, not run) but no token-level hook
+(:meth:`AresDenseRewardManager.assemble_rm_scores` is called from 0.8.0 on). verl 0.4-0.6 build reward managers the
+older way (see *Older verl* below).
 
 **Custom reward functions** (verl 0.7-0.9: the ``reward.custom_reward_function`` keys; the top-level
 ``custom_reward_function.*`` keys are a legacy block that 0.9's ``main_ppo`` never reads, so verl would silently score

@@ -54,7 +54,8 @@ def _verl():
         from verl.utils.config import validate_config
         from verl.utils.device import auto_set_device
     except ImportError as exc:
-        reason = f"verl {VERL_VERSION} or a module it imports is not installed ({exc}): run scripts/install_frameworks.sh"
+        reason = (f"verl {VERL_VERSION} or a module it imports is not installed ({exc}): run "
+                  "scripts/install_frameworks.sh")
         if os.environ.get("CI"):
             pytest.fail(reason)
         pytest.skip(reason)
@@ -199,7 +200,8 @@ def streamed(verl, config, tokenizer, questions=QUESTIONS, responses=RESPONSES):
     them), which sends it to a reward loop worker, then the batch verl builds; returns (batch, manager)."""
     manager = verl["RewardLoopManager"](config)
     assert manager.reward_loop_worker_handles is not None  # no verl reward model: verl streams the rewards
-    worker = verl["AgentLoopWorker"](config, llm_client=None, reward_loop_worker_handles=manager.reward_loop_worker_handles)
+    worker = verl["AgentLoopWorker"](config, llm_client=None,
+                                     reward_loop_worker_handles=manager.reward_loop_worker_handles)
 
     async def run():
         outputs = [verl["AgentLoopOutput"](prompt_ids=prompt_ids(tokenizer, q), response_ids=response_ids(tokenizer, r),
@@ -306,7 +308,8 @@ def test_compute_score_batch_under_verl_09_names_the_function_to_use(verl, model
         manager.compute_rm_score(colocated_batch(verl, tokenizer))
 
 
-def test_async_compute_score_scores_concurrent_calls_in_one_request(verl, model_dir, tokenizer, live_server):
+def test_async_compute_score_through_verls_reward_worker_shares_requests_across_calls(verl, model_dir, tokenizer,
+                                                                                      live_server):
     """verl's reward worker awaits one call per response; the calls waiting together are one server request."""
     overrides = ["reward.custom_reward_function.path=pkg://ares_rerank.verl",
                  "reward.custom_reward_function.name=async_compute_score",

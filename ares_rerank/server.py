@@ -6,20 +6,29 @@ Requests from many clients are scored together (:class:`~ares_rerank.batching.Re
 completions per reranker call, waiting at most ``max_wait_ms`` for more), and each gets exactly its own results.
 A response that cannot be scored gets ``unscorable_value`` (default 0.0, since OpenRLHF needs a float).
 
+Listening before the backbone is loaded: given a function that builds the reranker instead of the reranker,
+:meth:`RewardServer.start` listens at once and builds it in a background thread. Meanwhile ``/health`` answers
+``"status": "loading"`` and ``/get_reward`` requests are read and held (each on its own connection, so at most
+``max_connections``), then scored once the reranker is ready: a restarted server costs its clients latency, not
+rewards (OpenRLHF 0.11 gives up on a reward after 5 tries 1 s apart, and loading a model takes longer). A build that
+fails answers the held requests 503 and sets :attr:`RewardServer.load_error`.
+
 Bounds (:class:`ServeConfig`; docs/RELIABILITY.md): the queue (``max_queue`` completions waiting; a request that does
 not fit is answered 503 with ``Retry-After``), a request body (``max_body_bytes``: a larger ``Content-Length`` is
 refused with 413 unread; a chunked body is read only up to the limit), completions per request (``max_items``,
 413), connections served at once (``max_connections``, 503) and time (``read_timeout`` for a request to arrive, 408).
 Every error is JSON, ``{"error": "..."}``, naming the field, the value and the fix; never a traceback (it is logged).
-:meth:`RewardServer.stop` (SIGTERM / Ctrl-C in ``ares-rerank serve``) stops accepting, answers every request in
-flight or queued, then returns.
+Every refusal is also logged at WARNING with its reason, and so is a query that did not start with its prompt (a
+left-truncated prompt, :func:`~ares_rerank.openrlhf.split_query`): at most one line per reason per ``log_interval``
+seconds, the next line counting those held back. :meth:`RewardServer.stop` (SIGTERM / Ctrl-C in
+``ares-rerank serve``) stops accepting, answers every request in flight or queued, then returns.
 
 No authentication: the server listens on 127.0.0.1 unless told otherwise; put it behind a tunnel or a proxy to expose
 it. Standard library only (``http.server``).
 
 Example:
     >>> with RewardServer(AresReranker(backbone), ServeConfig(port=0)) as server:  # doctest: +SKIP
-    ...     print(server.url + "/get_reward")  # OpenRLHF's --remote_rm_url
+    ...     print(server.url + "/get_reward")  # OpenRLHF's --reward.remote_url
 """
 
 from __future__ import annotations
@@ -31,19 +40,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from .batching import BatcherClosed, QueueFull, RewardBatcher
+from .chat_templates import strip_end_markers
 from .config import is_finite_number, is_int
-from .openrlhf import (
-    DEFAULT_END_MARKERS,
-    REWARD_PATH,
-    RequestError,
-    parse_reward_request,
-    reward_answer,
-    strip_end_markers,
-)
+from .openrlhf import DEFAULT_END_MARKERS, REWARD_PATH, RequestError, RewardRequest, parse_reward_request, reward_answer
 
 
 __all__ = ["HEALTH_PATH", "RewardServer", "ServeConfig"]
@@ -84,6 +87,9 @@ class ServeConfig:
     end_markers: list[str] = field(default_factory=lambda: list(DEFAULT_END_MARKERS), metadata={
         "nargs": "*", "help": "Text removed (repeatedly, with whitespace) from the end of each response before "
                               "scoring: the end-of-sequence markers a decoded query keeps. Give none to keep all."})
+    log_interval: float = field(default=10.0, metadata={
+        "help": "Seconds between two WARNING lines of the same reason (a refused request with its reason, a query "
+                "that did not start with its prompt); the next line counts those held back. 0 logs every one."})
 
     def __post_init__(self) -> None:
         if not isinstance(self.host, str) or not self.host.strip():
@@ -106,9 +112,43 @@ class ServeConfig:
         if not is_finite_number(self.unscorable_value):
             raise ValueError(f"unscorable_value={self.unscorable_value!r} (--unscorable-value) must be a finite "
                              "number: OpenRLHF turns every reward into a tensor; e.g. 0.0.")
+        if not is_finite_number(self.log_interval) or self.log_interval < 0:
+            raise ValueError(f"log_interval={self.log_interval!r} (--log-interval) must be a finite number of "
+                             "seconds >= 0, e.g. 10.")
         if isinstance(self.end_markers, str) or not all(isinstance(m, str) for m in self.end_markers):
             raise ValueError(f"end_markers={self.end_markers!r} (--end-markers) must be a list of strings.")
         self.end_markers = [m for m in self.end_markers if m]
+
+
+# -- rate-limited warnings -------------------------------------------------------------------------------------
+class _ThrottledLog:
+    """WARNING lines rate-limited per reason: a reason's first line is written at once, the next ones at most one per
+    ``interval`` seconds; the lines held back meanwhile are counted in the next one written (or by :meth:`flush`).
+    Reasons are a small fixed set of short texts, so the bookkeeping stays small."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def warning(self, reason: str, message: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            last = self._last.get(reason)
+            if last is not None and now - last < self.interval:
+                self._held[reason] = self._held.get(reason, 0) + 1
+                return
+            held = self._held.pop(reason, 0)
+            self._last[reason] = now
+        more = f" [and {held} more like it in the last {now - last:.0f} s]" if held and last is not None else ""
+        logger.warning("%s%s", message, more)
+
+    def flush(self) -> None:
+        with self._lock:
+            held, self._held = self._held, {}
+        for reason, count in held.items():
+            logger.warning("%d more of: %s (since the last line about it).", count, reason)
 
 
 # -- the server ---------------------------------------------------------------------------------------------------
@@ -116,38 +156,58 @@ class RewardServer:
     """Serve ARES rewards over HTTP (OpenRLHF's ``POST /get_reward``, and ``GET /health``); see the module docstring.
 
     The socket is bound when the server is built (so ``port=0`` has its real port in :attr:`port`); :meth:`start`
-    serves in a background thread; :meth:`stop` drains and stops. Also a context manager (start / stop).
+    serves in a background thread (and builds the reranker in another, when given a function); :meth:`stop` drains
+    and stops. Also a context manager (start / stop).
 
     Args:
-        reranker: The :class:`~ares_rerank.rerank.AresReranker` to score with; only the server's batcher uses it
-            while the server runs.
+        reranker: The :class:`~ares_rerank.rerank.AresReranker` to score with (only the server's batcher uses it
+            while the server runs), or a function without arguments that builds one: the server then listens at
+            once, holds ``/get_reward`` requests while it runs (``/health``: ``"status": "loading"``) and scores them
+            when it returns.
         config: The bounds and settings (:class:`ServeConfig`; default ``ServeConfig()``).
     """
 
-    def __init__(self, reranker: Any, config: ServeConfig | None = None) -> None:
+    def __init__(self, reranker: Any | Callable[[], Any], config: ServeConfig | None = None) -> None:
         self.config = config if config is not None else ServeConfig()
-        self.reranker = reranker
-        self.threshold = float(reranker.config.threshold)
+        if hasattr(reranker, "score_pairs"):
+            self._build: Callable[[], Any] | None = None
+        elif callable(reranker):
+            self._build, reranker = reranker, None
+        else:
+            raise TypeError(f"RewardServer(reranker=...) must be an AresReranker or a function that builds one, got "
+                            f"{type(reranker).__name__}.")
+        self.reranker: Any = reranker
+        self.batcher: RewardBatcher | None = None
+        self.threshold = float(reranker.config.threshold) if reranker is not None else None
+        self.load_error: BaseException | None = None  # what building the reranker raised
+        self.load_seconds: float | None = None  # how long building it took (0 when given built)
         self.answered = 0  # requests answered with rewards
         self._lock = threading.Condition()
         self._connections: set[socket.socket] = set()
         self._busy: set[socket.socket] = set()
         self._draining = False
         self._thread: threading.Thread | None = None
+        self._loader: threading.Thread | None = None
+        self._log = _ThrottledLog(self.config.log_interval)
         self._httpd = _HTTPServer(self, (self.config.host, self.config.port))
         self.host, self.port = self._httpd.server_address[:2]
-        self.batcher = RewardBatcher(reranker, max_batch=self.config.max_batch,
-                                     max_wait=self.config.max_wait_ms / 1000, max_queue=self.config.max_queue)
+        if reranker is not None:
+            self.batcher = self._batcher(reranker)
+            self.load_seconds = 0.0
+
+    def _batcher(self, reranker: Any) -> RewardBatcher:
+        return RewardBatcher(reranker, max_batch=self.config.max_batch, max_wait=self.config.max_wait_ms / 1000,
+                             max_queue=self.config.max_queue)
 
     @property
     def url(self) -> str:
-        """The server root, e.g. ``http://127.0.0.1:5000`` (OpenRLHF's ``--remote_rm_url`` is this plus
+        """The server root, e.g. ``http://127.0.0.1:5000`` (OpenRLHF's ``--reward.remote_url`` is this plus
         ``/get_reward``)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
 
     def __repr__(self) -> str:
-        return f"RewardServer({self.url}, {self.reranker!r})"
+        return f"RewardServer({self.url}, {self.reranker if self.reranker is not None else self.status!r})"
 
     def __enter__(self) -> RewardServer:
         return self.start()
@@ -156,20 +216,60 @@ class RewardServer:
         self.stop()
 
     def start(self) -> RewardServer:
-        """Serve in a background thread; returns ``self``."""
+        """Serve in a background thread (and build the reranker in another, when given a function); returns
+        ``self``."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.1},
                                             name="ares-reward-server", daemon=True)
             self._thread.start()
+        if self._build is not None and self._loader is None:
+            self._loader = threading.Thread(target=self._load, name="ares-reward-loader", daemon=True)
+            self._loader.start()
         return self
 
+    def _load(self) -> None:
+        started = time.monotonic()
+        try:
+            reranker = self._build()
+            if not hasattr(reranker, "score_pairs"):
+                raise TypeError(f"the function given to RewardServer returned {type(reranker).__name__}, not an "
+                                "AresReranker.")
+            batcher = self._batcher(reranker)
+        except BaseException as err:  # noqa: BLE001 -- kept for the owner (load_error); held requests get a 503
+            logger.debug("building the reranker failed", exc_info=True)
+            with self._lock:
+                self.load_error = err
+                self._lock.notify_all()
+            return
+        with self._lock:
+            self.reranker, self.threshold, self.batcher = reranker, float(reranker.config.threshold), batcher
+            self.load_seconds = time.monotonic() - started
+            draining = self._draining
+            self._lock.notify_all()
+        if draining:  # stopped while loading: nothing will use it
+            batcher.close()
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until the reranker is ready (``True``), its build failed or the server stops (``False``), or
+        ``timeout`` seconds pass (``False``)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while self.status == "loading":
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                self._lock.wait(left)
+            return self.status == "ok"
+
     def stop(self) -> None:
-        """Stop accepting connections, answer every request in flight or queued, close idle kept-alive connections,
-        then stop the batcher. Requests that arrive on open connections meanwhile get 503. Idempotent."""
+        """Stop accepting connections, answer every request in flight or queued (requests held while the reranker
+        loads get 503), close idle kept-alive connections, then stop the batcher. Requests that arrive on open
+        connections meanwhile get 503. Idempotent."""
         with self._lock:
             if self._draining:
                 return
             self._draining = True
+            self._lock.notify_all()  # requests held for the reranker answer 503
         if self._thread is not None:
             self._httpd.shutdown()  # the accept loop ends
         self._httpd.server_close()  # new connections are refused
@@ -178,19 +278,39 @@ class RewardServer:
                 _shutdown(conn)
             while self._busy:
                 self._lock.wait()
-        self.batcher.close()
+            batcher = self.batcher
+        if batcher is not None:
+            batcher.close()
+        self._log.flush()
 
     @property
     def draining(self) -> bool:
         """Whether :meth:`stop` has begun: no new connection or request is taken."""
         return self._draining
 
+    @property
+    def status(self) -> str:
+        """``"loading"`` (the reranker is being built; requests are held), ``"ok"``, ``"failed"`` (building it
+        raised :attr:`load_error`) or ``"draining"`` (:meth:`stop` has begun)."""
+        if self._draining:
+            return "draining"
+        if self.load_error is not None:
+            return "failed"
+        return "loading" if self.batcher is None else "ok"
+
     def health(self) -> dict[str, Any]:
-        """What ``GET /health`` answers: ``status`` (``ok`` / ``draining``), ``queued`` completions, requests
-        ``in_flight`` (the asking one included), open ``connections``, requests ``answered``, reranker ``batches``."""
-        return {"status": "draining" if self._draining else "ok", "queued": self.batcher.queued,
-                "in_flight": len(self._busy), "connections": len(self._connections), "answered": self.answered,
-                "batches": self.batcher.batches, "max_queue": self.config.max_queue}
+        """What ``GET /health`` answers: ``status`` (:attr:`status`), ``queued`` completions, requests ``in_flight``
+        (the asking one and those held while loading included), open ``connections``, requests ``answered``,
+        reranker ``batches``, ``max_queue``, ``load_seconds`` (``null`` while loading) and, when the build failed,
+        its ``error``."""
+        batcher = self.batcher
+        answer = {"status": self.status, "queued": batcher.queued if batcher else 0, "in_flight": len(self._busy),
+                  "connections": len(self._connections), "answered": self.answered,
+                  "batches": batcher.batches if batcher else 0, "max_queue": self.config.max_queue,
+                  "load_seconds": self.load_seconds}
+        if self.load_error is not None:
+            answer["error"] = _describe(self.load_error)
+        return answer
 
     # -- used by the HTTP layer ----------------------------------------------------------------------------------
     def admit(self, conn: socket.socket) -> bool:
@@ -218,30 +338,77 @@ class RewardServer:
             self._busy.discard(conn)
             self._lock.notify_all()
 
-    def rewards(self, payload: Any) -> dict[str, Any]:
-        """Score one ``/get_reward`` body (blocking until its batch is scored); :class:`RequestError` when refused."""
-        prompts, responses = parse_reward_request(payload, self.config.max_items)
-        responses = [strip_end_markers(text, self.config.end_markers) for text in responses]
+    def refused(self, status: int, reason: str, message: str, request: str, client: str) -> None:
+        """Log a refusal at WARNING (rate-limited per reason, ``log_interval``)."""
+        self._log.warning(f"{status} {reason}", f"ares-rerank serve: refused {request} from {client} with {status}: "
+                                                f"{_clip(message)}")
+
+    def _realigned(self, request: RewardRequest, client: str) -> None:
+        index, matched, total = request.realigned[0]
+        others = len(request.realigned) - 1
+        self._log.warning("query does not start with its prompt", (
+            f"ares-rerank serve: query[{index}] from {client} does not start with its prompt: matched its prompt's "
+            f"last {matched} of {total} characters (white space not counted), as a prompt cut to its last tokens "
+            "(OpenRLHF's max_len - max_new_tokens) gives; scored against the whole prompt"
+            + (f" ({others} more such queries in this request)" if others else "") + "."))
+
+    def _ready_batcher(self) -> RewardBatcher:
+        """The batcher, once the reranker is ready (a request waits here while it loads)."""
+        with self._lock:
+            while self.batcher is None and self.load_error is None and not self._draining:
+                self._lock.wait()
+            if self.load_error is not None:
+                raise RequestError(503, f"the server could not load its backbone ({_describe(self.load_error)}) and "
+                                        "is stopping: send this request to another server.", {"Retry-After": "1"},
+                                   reason="the backbone failed to load")
+            if self.batcher is None:
+                raise _shutting_down()
+            return self.batcher
+
+    def rewards(self, payload: Any, client: str = "a client") -> dict[str, Any]:
+        """Score one ``/get_reward`` body (blocking until its batch is scored, and while the reranker loads);
+        :class:`RequestError` when refused."""
+        request = parse_reward_request(payload, self.config.max_items)
+        if request.realigned:
+            self._realigned(request, client)
+        responses = [strip_end_markers(text, self.config.end_markers) for text in request.responses]
+        batcher = self._ready_batcher()
         try:
-            future = self.batcher.submit(prompts, responses)
+            future = batcher.submit(request.prompts, responses)
         except QueueFull as err:
             raise RequestError(503, f"{err} Retry after 1 s, or give the server a larger --max-queue (or more "
-                                    "servers).", {"Retry-After": "1"}) from None
+                                    "servers).", {"Retry-After": "1"}, reason="the queue is full") from None
         except BatcherClosed:
-            raise RequestError(503, "the server is shutting down: send this request to another one.",
-                               {"Retry-After": "1"}) from None
+            raise _shutting_down() from None
         try:
             records = future.result()
         except Exception as err:  # noqa: BLE001 -- the scoring failed for the whole batch: a 500, the server lives on
-            raise RequestError(500, f"scoring failed: {type(err).__name__}: {err}") from None
+            raise RequestError(500, f"scoring failed: {type(err).__name__}: {err}", reason="scoring failed") from None
         answer = reward_answer(records, responses, self.threshold, self.config.unscorable_value)
         with self._lock:
             self.answered += 1
         return answer
 
 
+def _shutting_down() -> RequestError:
+    return RequestError(503, "the server is shutting down: send this request to another one.", {"Retry-After": "1"},
+                        reason="shutting down")
+
+
+def _describe(err: BaseException) -> str:
+    return f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+
+
+def _clip(message: str, size: int = 400) -> str:
+    return message if len(message) <= size else message[:size] + "..."
+
+
 def _encode(answer: dict[str, Any]) -> bytes:
     return json.dumps(answer, allow_nan=False).encode("utf-8")  # a NaN would be invalid JSON: an error instead
+
+
+def _client(address: Any) -> str:
+    return str(address[0]) if isinstance(address, tuple) and address else "a client"
 
 
 def _shutdown(conn: socket.socket) -> None:
@@ -270,8 +437,10 @@ class _HTTPServer(ThreadingHTTPServer):
         if self.app.admit(request):
             super().process_request(request, client_address)
             return
-        body = json.dumps({"error": f"too many connections (max_connections={self.app.config.max_connections}, "
-                                    "--max-connections): retry after 1 s."}).encode()
+        message = (f"too many connections (max_connections={self.app.config.max_connections}, --max-connections): "
+                   "retry after 1 s.")
+        self.app.refused(503, "too many connections", message, "a connection", _client(client_address))
+        body = json.dumps({"error": message}).encode()
         head = (f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {len(body)}"
                 "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n").encode()
         try:
@@ -319,6 +488,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self._content_length()
         except RequestError as err:
+            self.server.app.refused(err.status, err.reason, err.message, self._request_name(), self._client())
             self._send(err.status, _encode({"error": err.message}), err.headers, close=True)
             return False
         return super().handle_expect_100()
@@ -326,7 +496,16 @@ class _Handler(BaseHTTPRequestHandler):
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """http.server's own errors (a malformed request line, headers too long, an unknown method) as JSON."""
         text = message or self.responses.get(code, ("error",))[0]
-        self._send(code, _encode({"error": f"{text}{': ' + explain if explain else ''}"}), close=True)
+        text = f"{text}{': ' + explain if explain else ''}"
+        self.server.app.refused(code, f"HTTP {code}", text, self._request_name(), self._client())
+        self._send(code, _encode({"error": text}), close=True)
+
+    def _client(self) -> str:
+        return _client(self.client_address)
+
+    def _request_name(self) -> str:
+        command, path = getattr(self, "command", None), getattr(self, "path", None)
+        return f"{command} {urlsplit(path).path}" if command and path else "a request"
 
     def _any_method(self) -> None:
         self._dispatch(self.command)
@@ -341,6 +520,7 @@ class _Handler(BaseHTTPRequestHandler):
             status, data = 200, _encode(self._route(method))
         except RequestError as err:
             status, data, headers = err.status, _encode({"error": err.message}), err.headers
+            app.refused(err.status, err.reason, err.message, self._request_name(), self._client())
         except Exception as err:  # noqa: BLE001 -- a bug of ours: logged here, one JSON line to the client
             logger.exception("%s %s failed", method, self.path)
             status, data = 500, _encode({"error": f"internal error: {type(err).__name__}: {err}"})
@@ -351,15 +531,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _route(self, method: str) -> dict[str, Any]:
         self._body_unread = True
         if not self._accepted:
-            raise RequestError(503, "the server is shutting down: send this request to another one.",
-                               {"Retry-After": "1"})
+            raise _shutting_down()
         path = urlsplit(self.path).path
         allowed = _ROUTES.get(path)
         if allowed is None:
-            raise RequestError(404, f"no such path {path!r}: POST {REWARD_PATH} (OpenRLHF's --remote_rm_url "
-                                    f"http://host:port{REWARD_PATH}) or GET {HEALTH_PATH}.")
+            raise RequestError(404, f"no such path {path!r}: POST {REWARD_PATH} (OpenRLHF's --reward.remote_url "
+                                    f"http://host:port{REWARD_PATH}) or GET {HEALTH_PATH}.", reason="no such path")
         if method != allowed:
-            raise RequestError(405, f"{method} {path} is not allowed: use {allowed} {path}.", {"Allow": allowed})
+            raise RequestError(405, f"{method} {path} is not allowed: use {allowed} {path}.", {"Allow": allowed},
+                               reason="wrong method")
         if path == HEALTH_PATH:
             return self.server.app.health()
         body = self._read_body()
@@ -368,8 +548,9 @@ class _Handler(BaseHTTPRequestHandler):
             payload = json.loads(body)
         except (ValueError, RecursionError) as err:  # bad JSON, bad UTF-8, a huge integer, nesting too deep
             raise RequestError(400, f"the body is not JSON ({type(err).__name__}: {str(err)[:200]}): send "
-                                    '{"query": [...], "prompts": [...], "labels": [...]} as UTF-8 JSON.') from None
-        return self.server.app.rewards(payload)
+                                    '{"query": [...], "prompts": [...], "labels": [...]} as UTF-8 JSON.',
+                               reason="body not JSON") from None
+        return self.server.app.rewards(payload, self._client())
 
     # -- bounded reading ---------------------------------------------------------------------------------------
     def _has_body(self) -> bool:
@@ -382,17 +563,19 @@ class _Handler(BaseHTTPRequestHandler):
         if encoding is not None:
             if encoding.strip().lower() != "chunked":
                 raise RequestError(501, f"Transfer-Encoding: {encoding!r} is not supported: send the body with a "
-                                        "Content-Length, or chunked.")
+                                        "Content-Length, or chunked.", reason="unsupported Transfer-Encoding")
             return None
         raw = self.headers.get("Content-Length")
         if raw is None:
-            raise RequestError(411, "no Content-Length: send the body's length, or send it chunked.")
+            raise RequestError(411, "no Content-Length: send the body's length, or send it chunked.",
+                               reason="no Content-Length")
         if not raw.strip().isdigit():
-            raise RequestError(400, f"Content-Length: {raw!r} is not a byte count.")
+            raise RequestError(400, f"Content-Length: {raw!r} is not a byte count.", reason="bad Content-Length")
         length = int(raw)
         if length > limit:
             raise RequestError(413, f"the body has {length} bytes, more than max_body_bytes={limit} "
-                                    "(--max-body-bytes): split the batch into smaller requests.")
+                                    "(--max-body-bytes): split the batch into smaller requests.",
+                               reason="body too large")
         return length
 
     def _read_body(self) -> bytes:
@@ -409,15 +592,16 @@ class _Handler(BaseHTTPRequestHandler):
             try:
                 size = int(line.split(b";")[0].strip(), 16)
             except ValueError:
-                raise RequestError(400, f"a bad chunk size line {bytes(line[:40])!r} in the chunked body.") from None
+                raise RequestError(400, f"a bad chunk size line {bytes(line[:40])!r} in the chunked body.",
+                                   reason="bad chunked body") from None
             if size == 0:
                 for _ in range(100):  # the trailer, up to a blank line
                     if not self._read_line(deadline).strip():
                         return bytes(body)
-                raise RequestError(400, "the chunked body's trailer does not end.")
+                raise RequestError(400, "the chunked body's trailer does not end.", reason="bad chunked body")
             if len(body) + size > limit:
                 raise RequestError(413, f"the chunked body passes max_body_bytes={limit} (--max-body-bytes): split "
-                                        "the batch into smaller requests.")
+                                        "the batch into smaller requests.", reason="body too large")
             body += self._read_exact(size, deadline)
             self._read_line(deadline)  # the CRLF after the chunk
 
@@ -428,7 +612,7 @@ class _Handler(BaseHTTPRequestHandler):
         except TimeoutError:
             raise self._too_slow() from None
         if not line:
-            raise RequestError(400, "the connection closed before the body ended.")
+            raise RequestError(400, "the connection closed before the body ended.", reason="body cut short")
         return line
 
     def _read_exact(self, size: int, deadline: float) -> bytes:
@@ -440,7 +624,8 @@ class _Handler(BaseHTTPRequestHandler):
             except TimeoutError:
                 raise self._too_slow() from None
             if not chunk:
-                raise RequestError(400, f"the connection closed after {len(data)} of {size} body bytes.")
+                raise RequestError(400, f"the connection closed after {len(data)} of {size} body bytes.",
+                                   reason="body cut short")
             data += chunk
         return bytes(data)
 
@@ -453,7 +638,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _too_slow(self) -> RequestError:
         limit = self.server.app.config.read_timeout
         return RequestError(408, f"the request did not arrive within read_timeout={limit:g} s (--read-timeout): "
-                                 "send the whole body at once.")
+                                 "send the whole body at once.", reason="request too slow")
 
     # -- answering -----------------------------------------------------------------------------------------------
     def _send(self, status: int, data: bytes, headers: dict[str, str] | None = None, close: bool = False) -> None:

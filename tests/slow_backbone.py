@@ -15,6 +15,19 @@ class SlowOracle(ClaimTreesOracle):
         return super().entailment_probs(premises, hypotheses)
 
 
+class GatedOracle(ClaimTreesOracle):
+    """A rule oracle whose loading waits until the file ``$ARES_TEST_LOAD_GATE`` exists: a backbone that takes as long
+    to load as the test wants (``ares-rerank serve`` must listen and hold requests meanwhile)."""
+
+    def __init__(self) -> None:
+        gate = os.environ["ARES_TEST_LOAD_GATE"]
+        for _ in range(6000):  # a hang guard of 60 s
+            if os.path.exists(gate):
+                break
+            time.sleep(0.01)
+        super().__init__()
+
+
 class HashBackbone:
     """A fast deterministic backbone for property tests of the CLI: a probability from a hash of the input."""
 

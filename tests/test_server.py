@@ -1,9 +1,12 @@
 """The ARES reward server (``ares-rerank serve``, OpenRLHF's ``POST /get_reward``): concurrent clients get exactly
-their own rewards, equal to ``AresReward``'s; requests are batched across clients; every bound (queue, body size,
-items, connections, time) answers a JSON error and the server keeps running; SIGTERM / Ctrl-C answer the requests in
-flight and exit 0.
+their own rewards, equal to ``AresReward``'s; requests are batched across clients; a query that does not start with
+its prompt is matched by the prompt's longest ending; the server listens while its backbone loads and holds requests
+meanwhile; every bound (queue, body size, items, connections, time) answers a JSON error, logged with its reason, and
+the server keeps running; SIGTERM / Ctrl-C answer the requests in flight and exit 0.
 
-Servers run in-process on 127.0.0.1 with deterministic fake backbones, except the signal tests, which run the real
+What OpenRLHF's own client sends and reads (its rollout code, retries, truncation, chat templates) is tested with
+that client in tests/frameworks/test_openrlhf_client.py; here the server's own behaviour is driven over raw HTTP.
+Servers run in-process on 127.0.0.1 with deterministic fake backbones, except the command tests, which run the real
 command as a subprocess. Timeouts are hang guards only: nothing asserts how long anything took.
 """
 
@@ -23,12 +26,16 @@ import threading
 import tracemalloc
 from pathlib import Path
 
+import logging
+
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from ares_rerank import AresReranker, ClaimTreesOracle, FunctionBackbone
+from ares_rerank.chat_templates import strip_end_markers
 from ares_rerank.cli import main
+from ares_rerank.openrlhf import DEFAULT_END_MARKERS, split_query
 from ares_rerank.rewards import AresReward
-from ares_rerank.openrlhf import strip_end_markers
 from ares_rerank.server import RewardServer, ServeConfig
 
 
@@ -246,6 +253,20 @@ def test_end_markers_are_stripped_from_the_end_only():
     assert strip_end_markers(" a</s>", []) == " a</s>"
 
 
+@pytest.mark.parametrize("marker", ["<｜end▁of▁sentence｜>", "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "</s>",
+                                    "<end_of_turn>", "<|end|>", "<|eot|>", "<|return|>"])
+def test_the_end_markers_of_common_policies_are_stripped_by_default(marker):
+    """DeepSeek-R1's, Llama 3 / 4's, ChatML's, Mistral's, Gemma's, Phi-3's, gpt-oss's: the server strips them itself
+    (the reranker here reads text as it is), so the reward is the clean response's."""
+    assert marker in DEFAULT_END_MARKERS
+    reranker = AresReranker(FunctionBackbone(hashed, name="hashed"), step_separator="\n\n", chat_layout="none")
+    prompt, response = "We have a.", " so a\n\nthen b"
+    expected = AresReward(reranker, unscorable_value=0.0)([prompt], [response])
+    with RewardServer(reranker, ServeConfig(port=0)) as server:
+        status, _, answer = post(server, {"query": [prompt + response + marker + "\n"], "prompts": [prompt]})
+    assert status == 200 and answer["rewards"] == expected and answer["extra_logs"]["ares_scored"] == [1.0]
+
+
 # -- bad requests -------------------------------------------------------------------------------------------------
 BAD = [
     ("POST", "/get_reward", b"not json", 400, ["not JSON", '"query"']),
@@ -258,7 +279,8 @@ BAD = [
     ("POST", "/get_reward", {"query": ["ab"]}, 400, ["'prompts' is missing", "one per query"]),
     ("POST", "/get_reward", {"query": ["ab"], "prompts": ["a", "b"]}, 400, ["'prompts' has 2 entries for 1 queries"]),
     ("POST", "/get_reward", {"query": ["hello world"], "prompts": ["help"]}, 400,
-     ["query[0] does not start with prompts[0]", "character 3", "'lo world'", "'p'", "exactly"]),
+     ["query[0] (11 characters, starting 'hello world') does not start with prompts[0]", "ending 'help'",
+      "nor with any ending of it", "send the prompt the query was built from"]),
     ("POST", "/get_reward", {"query": ["ab"], "prompts": ["a"], "labels": [1, 2]}, 400, ["'labels' is 2 entries"]),
     ("POST", "/get_reward", {"query": ["a"] * 6, "prompts": ["a"] * 6}, 413, ["6 entries", "--max-items", "split"]),
     ("GET", "/get_reward", None, 405, ["use POST /get_reward"]),
@@ -372,6 +394,165 @@ def test_settings_are_checked_before_the_backbone_loads(capsys):
             RewardServer(make_reranker(), ServeConfig(port=server.port))
 
 
+# -- a query that does not start with its prompt -------------------------------------------------------------------
+PROMPT_TEXT = st.text(st.characters(codec="utf-8", categories=("L", "N", "P", "Zs"), exclude_characters="#\ufffd"),
+                      min_size=1, max_size=60)
+RESPONSE_TEXT = st.text(st.characters(codec="utf-8", categories=("L", "N", "P", "Zs", "Cc")), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(prompt=PROMPT_TEXT, response=RESPONSE_TEXT, cut=st.integers(0, 60), junk=st.integers(0, 3))
+def test_a_left_cut_prompt_is_found_by_its_longest_ending(prompt, response, cut, junk):
+    """Whatever the cut: the query is the prompt's end (after up to 3 U+FFFD, what a cut character decodes to),
+    then the response; the response comes back whole. It starts with a mark no prompt holds, so the prompt's longest
+    ending in the query is where the prompt really ends."""
+    prompt = prompt + "?"
+    cut = min(cut, len(prompt) - 1)  # at least the prompt's last character survives
+    response = "#" + response
+    got = split_query("\ufffd" * junk + prompt[cut:] + response, prompt)
+    assert got is not None and got[0] == response
+    assert got[1] is None if junk == cut == 0 else got[1] == len("".join(prompt[cut:].split()))
+
+
+def test_how_a_query_is_matched_to_its_prompt():
+    assert split_query("Q: 2+2?\nA: 4", "Q: 2+2?\n") == ("A: 4", None)  # the usual case
+    assert split_query("2+2?\nA: 4", "Q: 2+2?\n") == ("A: 4", 4)  # cut, with the prompt's trailing newline
+    assert split_query("Is it x, y's ?A", "Is it x , y 's ?") == ("A", 10)  # a decoder's cleaned-up spaces
+    assert split_query("\ufffd\ufffd界 hi\nsay", "你好世界 hi\n") == ("say", 3)  # cut inside a character
+    assert split_query("abc", "  ") == ("abc", 0)  # a blank prompt: the whole query
+    assert split_query("hello world", "help") is None  # nothing of the prompt: unusable
+
+
+def test_a_left_truncated_query_is_scored_against_its_whole_prompt_and_logged(caplog):
+    prompt = "We have a.\nWe have b.\nQuestion: what do we have?\n"
+    response = "so a\n\nthen b"
+    expected = AresReward(make_reranker(), unscorable_value=0.0)([prompt] * 2, [response, response])
+    with RewardServer(make_reranker(), ServeConfig(port=0)) as server:
+        with caplog.at_level(logging.WARNING, logger="ares_rerank.server"):
+            status, _, answer = post(server, {"query": [prompt + response, prompt[12:] + response],
+                                              "prompts": [prompt, prompt]})
+    assert status == 200 and answer["rewards"] == expected
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(lines) == 1 and "query[1]" in lines[0] and "does not start with its prompt" in lines[0]
+    assert "last 29 of 38 characters" in lines[0] and "scored against the whole prompt" in lines[0]
+
+
+# -- refusals are logged ------------------------------------------------------------------------------------------
+def test_every_refusal_is_logged_with_its_reason_at_most_once_per_interval(caplog):
+    with caplog.at_level(logging.WARNING, logger="ares_rerank.server"):
+        with RewardServer(make_reranker(), ServeConfig(port=0, max_items=2, log_interval=3600)) as server:
+            for _ in range(5):
+                assert post(server, b"not json")[0] == 400
+            assert post(server, {"query": ["a"] * 3, "prompts": ["a"] * 3})[0] == 413
+            assert post(server, None, "/nope", "GET")[0] == 404
+        lines = [r.getMessage() for r in caplog.records if r.name == "ares_rerank.server"]
+    assert all(r.levelno == logging.WARNING for r in caplog.records if r.name == "ares_rerank.server")
+    refused = [line for line in lines if line.startswith("ares-rerank serve: refused")]
+    assert len(refused) == 3  # one per reason
+    assert "POST /get_reward from 127.0.0.1 with 400: the body is not JSON" in refused[0]
+    assert "with 413: 'query' has 3 entries" in refused[1] and "--max-items" in refused[1]
+    assert "GET /nope from 127.0.0.1 with 404: no such path" in refused[2]
+    assert lines[-1] == "4 more of: 400 body not JSON (since the last line about it)."  # counted at the stop
+
+
+def test_with_no_interval_every_refusal_gets_its_line(caplog):
+    with caplog.at_level(logging.WARNING, logger="ares_rerank.server"):
+        with RewardServer(make_reranker(), ServeConfig(port=0, log_interval=0)) as server:
+            for _ in range(3):
+                post(server, b"not json")
+    assert sum("refused POST /get_reward" in r.getMessage() for r in caplog.records) == 3
+
+
+# -- listening while the backbone loads ---------------------------------------------------------------------------
+class Loader:
+    """A reranker factory that blocks until ``release()`` (or raises ``error`` then)."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.started, self.open, self.error = threading.Event(), threading.Event(), error
+
+    def __call__(self) -> AresReranker:
+        self.started.set()
+        assert self.open.wait(GUARD), "the test never let the reranker load"
+        if self.error is not None:
+            raise self.error
+        return make_reranker()
+
+    def release(self) -> None:
+        self.open.set()
+
+
+def test_requests_sent_while_the_backbone_loads_are_held_and_answered_once_it_is_ready():
+    loader = Loader()
+    body = {"query": ["p so a", "p so a\n\nthen b"], "prompts": ["p", "p"]}
+    expected = AresReward(make_reranker(), unscorable_value=0.0)(["p", "p"], [" so a", " so a\n\nthen b"])
+    results: dict = {}
+    server = RewardServer(loader, ServeConfig(port=0))
+    try:
+        assert server.status == "loading" and server.reranker is None
+        server.start()
+        assert loader.started.wait(GUARD)
+        threads = [threading.Thread(target=lambda i=i: results.setdefault(i, post(server, body))) for i in range(3)]
+        for thread in threads:
+            thread.start()
+        wait_for(lambda: health(server)["in_flight"] == 4, "three requests held")  # and this one
+        answer = health(server)
+        assert answer["status"] == "loading" and answer["load_seconds"] is None and answer["answered"] == 0
+        assert post(server, b"not json")[0] == 400  # a bad request is still answered at once
+        assert not server.wait_ready(0.01)
+        loader.release()
+        assert server.wait_ready(GUARD)
+        for thread in threads:
+            thread.join(GUARD)
+        assert [results[i][0] for i in range(3)] == [200] * 3
+        assert all(results[i][2]["rewards"] == expected for i in range(3))
+        answer = health(server)
+        assert answer["status"] == "ok" and answer["load_seconds"] >= 0 and answer["answered"] == 3
+    finally:
+        loader.release()
+        server.stop()
+
+
+def test_a_backbone_that_fails_to_load_answers_the_held_requests_503_naming_the_error():
+    loader = Loader(ValueError("no such backbone 'nope'"))
+    results: dict = {}
+    with RewardServer(loader, ServeConfig(port=0)) as server:
+        thread = threading.Thread(target=lambda: results.setdefault(0, post(server, {"query": ["p a"],
+                                                                                      "prompts": ["p"]})))
+        thread.start()
+        wait_for(lambda: health(server)["in_flight"] == 2, "the request held")
+        loader.release()
+        thread.join(GUARD)
+        assert not server.wait_ready(GUARD)
+        answer = health(server)
+        assert answer["status"] == "failed" and "no such backbone 'nope'" in answer["error"]
+        assert isinstance(server.load_error, ValueError)
+    status, headers, answer = results[0]
+    assert status == 503 and headers["Retry-After"] == "1"
+    assert "could not load its backbone (ValueError: no such backbone 'nope')" in answer["error"]
+
+
+def test_stopping_while_the_backbone_loads_answers_the_held_requests_503():
+    loader = Loader()
+    results: dict = {}
+    server = RewardServer(loader, ServeConfig(port=0)).start()
+    try:
+        thread = threading.Thread(target=lambda: results.setdefault(0, post(server, {"query": ["p a"],
+                                                                                      "prompts": ["p"]})))
+        thread.start()
+        wait_for(lambda: health(server)["in_flight"] == 2, "the request held")
+        server.stop()
+        thread.join(GUARD)
+    finally:
+        loader.release()
+    assert results[0][0] == 503 and "shutting down" in results[0][2]["error"]
+    assert server.status == "draining"
+
+
+def test_a_reranker_or_a_function_that_builds_one():
+    with pytest.raises(TypeError, match="an AresReranker or a function that builds one, got str"):
+        RewardServer("claimtrees-oracle", ServeConfig(port=0))
+
+
 # -- the command, stopped by a signal under load ------------------------------------------------------------------
 CHAIN_PROMPT = ("I have A\nRule: A -> B (meaning that if I have A, I can derive B)\n"
                 "Rule: B -> C (meaning that if I have B, I can derive C)")
@@ -392,6 +573,7 @@ def test_a_signal_under_load_answers_every_request_in_flight_then_exits_0(signum
         match = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
         assert match, (line, proc.stderr.read() if proc.poll() is not None else "")
         server = type("Address", (), {"host": "127.0.0.1", "port": int(match.group(1))})()
+        wait_for(lambda: health(server)["status"] == "ok", "the backbone loaded")  # requests held before are 503'd
         clients, results = 8, {}
         queries = [CHAIN_PROMPT + "\n" + CHAIN, CHAIN_PROMPT + "\n" + CHAIN.split("\n\n")[1], CHAIN_PROMPT]
         body = {"query": queries, "prompts": [CHAIN_PROMPT] * 3}
@@ -428,3 +610,46 @@ def test_a_signal_under_load_answers_every_request_in_flight_then_exits_0(signum
     assert f"stopped after answering {clients} requests" in err and "Traceback" not in err
     with pytest.raises(OSError):  # nothing listens any more
         socket.create_connection((server.host, server.port), timeout=GUARD).close()
+
+
+# -- the command listens before its backbone loads ----------------------------------------------------------------
+@pytest.mark.timeout(180)
+def test_the_command_listens_at_once_and_holds_requests_until_the_backbone_has_loaded(tmp_path):
+    gate = tmp_path / "gate"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT / "tests"), str(REPO_ROOT)]),
+           "ARES_TEST_LOAD_GATE": str(gate)}
+    argv = [sys.executable, "-m", "ares_rerank.cli", "serve", "--backbone", "slow_backbone:GatedOracle", "--port",
+            "0", "--prompt-split", "lines"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        match = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        assert match and "loading the backbone" in line, (line, proc.stderr.read() if proc.poll() is not None else "")
+        server = type("Address", (), {"host": "127.0.0.1", "port": int(match.group(1))})()
+        assert health(server)["status"] == "loading"  # the gate is closed: the backbone cannot have loaded
+        body = {"query": [CHAIN_PROMPT + "\n" + CHAIN], "prompts": [CHAIN_PROMPT]}
+        results: dict = {}
+        thread = threading.Thread(target=lambda: results.setdefault(0, post(server, body)))
+        thread.start()
+        wait_for(lambda: health(server)["in_flight"] >= 2, "the request held")
+        gate.write_text("open")
+        thread.join(GUARD)
+        assert health(server)["status"] == "ok"
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(GUARD)
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    status, _, answer = results[0]
+    assert status == 200 and answer["rewards"] == [1.0], answer
+    assert code == 0 and "ares-rerank serve: ready (the backbone loaded in" in err and "ClaimTreesOracle()" in err
+
+
+def test_a_backbone_that_cannot_load_ends_the_command_with_its_error(capsys):
+    assert main(["serve", "--backbone", "no-such-backbone", "--port", "0"]) == 2
+    captured = capsys.readouterr()
+    assert "listening on http://127.0.0.1:" in captured.out
+    assert "ares-rerank serve: error:" in captured.err and "no-such-backbone" in captured.err
+    assert "Traceback" not in captured.err

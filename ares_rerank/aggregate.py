@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Callable, Sequence, Union
 
-from .config import is_finite_number, is_number
+from .utils.checks import is_finite_number, is_number
 
 
 __all__ = ["AGGREGATES", "Aggregate", "aggregate_name", "aggregate_scores", "get_aggregate"]

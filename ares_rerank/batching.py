@@ -27,7 +27,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .config import is_finite_number
+from .utils.checks import check_positive_int, is_finite_number
 
 
 __all__ = [
@@ -57,12 +57,6 @@ class _Job:
     future: Future = field(default_factory=Future)
 
 
-def _positive_int(value: Any, name: str, example: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"RewardBatcher({name}={value!r}) must be a positive integer, e.g. {name}={example}.")
-    return value
-
-
 class RewardBatcher:
     """Score (prompt, completion) jobs from many threads in shared reranker calls (see the module docstring).
 
@@ -78,8 +72,8 @@ class RewardBatcher:
     def __init__(self, reranker: Any, *, max_batch: int = 64, max_wait: float = 0.01, max_queue: int = 8192) -> None:
         if not hasattr(reranker, "score_pairs"):
             raise TypeError(f"RewardBatcher(reranker=...) must be an AresReranker, got {type(reranker).__name__}.")
-        self.max_batch = _positive_int(max_batch, "max_batch", 64)
-        self.max_queue = _positive_int(max_queue, "max_queue", 8192)
+        self.max_batch = check_positive_int(max_batch, "RewardBatcher(max_batch", 64)
+        self.max_queue = check_positive_int(max_queue, "RewardBatcher(max_queue", 8192)
         if not is_finite_number(max_wait) or max_wait < 0:
             raise ValueError(f"RewardBatcher(max_wait={max_wait!r}) must be a finite number of seconds >= 0, e.g. "
                              "max_wait=0.01.")

@@ -9,7 +9,6 @@ before anything is allocated.
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 from collections.abc import Mapping, Set as AbstractSet
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .chain import Chain
+from .utils.checks import is_finite_number, is_int, is_number
 
 
 __all__ = [
@@ -236,26 +236,6 @@ class AresConfig:
                 f"{chain.num_base} base claims: give exactly one prior per base claim, or base_priors=None."
             )
         return priors
-
-
-def is_number(value: Any) -> bool:
-    """A real number, numpy scalars included (``np.float32(0.1)`` from a config), but not a bool."""
-    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-
-
-def is_finite_number(value: Any) -> bool:
-    """A real number (:func:`is_number`) that is finite: NaN, infinities and integers too large for a float are not."""
-    if not is_number(value):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:  # math.isfinite(10**400)
-        return False
-
-
-def is_int(value: Any) -> bool:
-    """An integer, numpy integers included (``np.int64(8)`` from a config), but not a bool."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
 def _required_samples(num_steps: int, eps: float, delta: float) -> float:

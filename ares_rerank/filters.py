@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 from . import fingerprint
 from .aggregate import Aggregate, get_aggregate
-from .config import is_finite_number, is_int, is_number
+from .utils.checks import check_positive_int, is_finite_number, is_number
 from .rerank import AresReranker
 
 
@@ -74,8 +74,7 @@ class AresFilter:
         if threshold is not None:
             _check_threshold(threshold, aggregate if aggregate is not None else reranker.aggregate)
         for name, value in (("top_k", top_k), ("group_size", group_size)):
-            if value is not None and (not is_int(value) or value < 1):
-                raise ValueError(f"AresFilter({name}={value!r}) must be a positive int or None.")
+            check_positive_int(value, f"AresFilter({name}", allow_none=True)
         if aggregate is not None:
             get_aggregate(aggregate)
         columns = {"prompt_column": prompt_column, "completion_column": completion_column,
@@ -222,8 +221,7 @@ class AresFilter:
             raise TypeError(f"AresFilter.filter_dataset(dataset=...) takes a datasets.Dataset, got "
                             f"{type(dataset).__name__}: for lists use ares_filter.keep_mask(prompts, completions) or "
                             "filter_completions.")
-        if not is_int(batch_size) or batch_size < 1:
-            raise ValueError(f"AresFilter.filter_dataset(batch_size={batch_size!r}) must be a positive int.")
+        check_positive_int(batch_size, "AresFilter.filter_dataset(batch_size", 1000)
         if self.score_column in dataset.column_names:  # it would be overwritten, then removed
             raise ValueError(f"AresFilter.filter_dataset: the dataset already has a column {self.score_column!r}, "
                              "which the scores would overwrite (and drop): pass score_column= another name.")

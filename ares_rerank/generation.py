@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from .aggregate import Aggregate, get_aggregate
 from .answers import AnswerFn, answer_matcher
-from .config import is_int
+from .utils.checks import check_positive_int, is_int
 from .rerank import AresReranker
 from .scoring import progress_bar
 from .voting import check_selection
@@ -276,8 +276,7 @@ def best_of_n(
     if not isinstance(reranker, AresReranker):
         raise TypeError(f"best_of_n(reranker=...) must be an AresReranker, got {type(reranker).__name__}.")
     for name, value in (("n", n), ("max_new_tokens", max_new_tokens), ("batch_size", batch_size)):
-        if not is_int(value) or value < 1:
-            raise ValueError(f"best_of_n({name}={value!r}) must be a positive int.")
+        check_positive_int(value, f"best_of_n({name}")
     # checked before any generation (a bad aggregate was refused only once every sample was drawn)
     if aggregate is not None:
         get_aggregate(aggregate)

@@ -33,7 +33,8 @@ from .baselines import check_method_backbone
 from .chain import Chain, ChainScores, split_prompt, split_steps
 from .chat_templates import ChatLayout, prompt_text, resolve_layout, response_text
 from .domain import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
-from .config import AresConfig, is_int
+from .config import AresConfig
+from .utils.checks import is_int
 from .records import (
     COMPLETION_ROLES,
     NO_STEPS,

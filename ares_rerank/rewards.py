@@ -66,7 +66,8 @@ from typing import Any, Callable, Mapping, Sequence
 from . import fingerprint
 from .aggregate import AGGREGATES, Aggregate, aggregate_name, get_aggregate
 from .backbones.base import Backbone, FunctionBackbone
-from .config import AresConfig, is_finite_number, is_number
+from .config import AresConfig
+from .utils.checks import is_finite_number, is_number
 from .records import NO_STEPS
 from .rerank import AresReranker, resolve_backbone
 

@@ -14,7 +14,8 @@ from typing import Any, Sequence
 from .backbones.base import Backbone
 from .baselines import BASELINES, CHAIN_BASELINES, baseline_scores
 from .chain import Chain, ChainScores
-from .config import AresConfig, is_int
+from .config import AresConfig
+from .utils.checks import check_positive_int
 from .estimator import ares_scores
 
 
@@ -37,11 +38,7 @@ def length_error(num_steps: int, config: AresConfig | None, chain_id: Any = None
 
 def check_batch_size(batch_size: Any, owner: str) -> int | None:
     """``batch_size`` as a positive int or ``None``; a ValueError naming ``owner`` otherwise."""
-    if batch_size is not None and (not is_int(batch_size) or batch_size < 1):  # numpy integers too, as in a config
-        raise ValueError(
-            f"{owner}(batch_size={batch_size!r}) must be a positive int (chains per estimator call) or None (all "
-            "chains in one call)."
-        )
+    check_positive_int(batch_size, f"{owner}(batch_size", allow_none=True)  # numpy integers too, as in a config
     return None if batch_size is None else int(batch_size)
 
 

@@ -72,7 +72,7 @@ from collections import defaultdict
 from typing import Any, Mapping, Sequence
 
 from .backbones.served import JsonClient, map_bounded
-from .config import is_finite_number
+from .utils.checks import is_finite_number
 from .records import PROMPT_ROLES, message_text
 from .rewards import backbone_lock, default_reranker
 from .openrlhf import REWARD_PATH, reward_answer

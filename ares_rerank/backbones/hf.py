@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Hashable, Sequence
 
 from ..calibration import entailment_probs_from_logits
-from ..config import is_int
+from ..utils.checks import check_positive_int, is_int
 from .cache import LRUCache, PairKey, ScoringStats, cached_values, pair_keys
 from .hub import load_model_and_tokenizer
 from .kv_store import PrefixStore
@@ -113,8 +113,7 @@ class HFBackbone(TokenWindow):
         prefix_cache: bool | None = None,
         prefix_store_mb: int = 1024,
     ) -> None:
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ValueError(f"batch_size={batch_size!r} must be a positive integer, e.g. 16.")
+        check_positive_int(batch_size, "batch_size", 16)
         if overlong_steps not in ("error", "truncate"):
             raise ValueError(f"overlong_steps={overlong_steps!r} is unknown: use 'error' (default) or 'truncate'.")
         self.overlong_steps = overlong_steps

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..config import is_finite_number, is_int
+from ..utils.checks import is_finite_number, is_int
 from ..io import PACKAGE_DIR
 from .devices import DTYPES, select_device, select_dtype
 

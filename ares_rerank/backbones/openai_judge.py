@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+from ..utils.checks import check_positive_int
 from .cache import LRUCache, ScoringStats, cached_values, pair_keys
 from .judge import JUDGE_PROMPT, LIKERT_OPTIONS, PLAIN_SUFFIX, JudgeBase, check_missing_rating
 from .selection import PremiseSelector, get_selector
@@ -109,8 +110,7 @@ class OpenAIJudge(JudgeBase):
             raise ValueError(f"endpoint={endpoint!r} is not supported: use 'completions' or 'chat'.")
         if missing_answer not in ("error", "floor"):
             raise ValueError(f"missing_answer={missing_answer!r} is not supported: use 'error' or 'floor'.")
-        if not isinstance(top_logprobs, int) or isinstance(top_logprobs, bool) or top_logprobs < 1:
-            raise ValueError(f"top_logprobs={top_logprobs!r} must be a positive integer.")
+        check_positive_int(top_logprobs, "top_logprobs", 5)
         check_concurrency(concurrency, 8)
         self.client = JsonClient(base_url, timeout=timeout, max_retries=max_retries, backoff=backoff, api_key=api_key,
                                  total_timeout=total_timeout, max_response_bytes=max_response_bytes)

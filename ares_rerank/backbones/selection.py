@@ -55,7 +55,7 @@ import re
 from collections import Counter
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
-from ..config import is_int
+from ..utils.checks import check_positive_int, is_int
 from .base import Backbone, call_backbone, check_pairs
 
 
@@ -268,8 +268,7 @@ class RelevantPremises:
     """
 
     def __init__(self, top_k: int | None = None, words: bool = False) -> None:
-        if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
-            raise ValueError(f"RelevantPremises(top_k={top_k!r}) must be a positive integer or None (no cap).")
+        check_positive_int(top_k, "RelevantPremises(top_k", allow_none=True)
         self.top_k, self.words = top_k, bool(words)
         self.name = "relevant-words" if self.words else "relevant"
 

@@ -51,6 +51,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence, TypeVar
 from urllib.parse import SplitResult, unquote, urlsplit
 
+from ..utils.checks import check_positive_int
+
 
 __all__ = [
     "DEFAULT_MAX_RESPONSE_BYTES",
@@ -98,8 +100,7 @@ class ServerError(RuntimeError):
 
 def check_concurrency(concurrency: Any, example: int) -> int:
     """``concurrency`` if it is an integer in [1, :data:`MAX_CONCURRENCY`], else a ValueError naming it."""
-    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
-        raise ValueError(f"concurrency={concurrency!r} must be a positive integer, e.g. {example}.")
+    check_positive_int(concurrency, "concurrency", example)
     if concurrency > MAX_CONCURRENCY:
         raise ValueError(f"concurrency={concurrency} must be at most {MAX_CONCURRENCY} (one thread and one socket "
                          f"each), e.g. {example}.")

@@ -41,7 +41,8 @@ import numpy as np
 from ..backbones.base import Backbone, PairBatch
 from ..backbones.selection import premise_selector
 from ..chain import Chain, ChainScores
-from ..config import AresConfig, check_sample_size, is_int
+from ..config import AresConfig, check_sample_size
+from ..utils.checks import is_int
 from .batch import check_evaluations
 from .masks import exact_step, group_inputs, keep_heaviest, prune_groups, split_masks
 

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 from ..aggregate import Aggregate, aggregate_scores, get_aggregate
 from ..answers import AnswerFn, answer_matcher
 from ..chain import split_prompt
-from ..config import is_int
+from ..utils.checks import is_int
 from ..records import message_text
 from ..rerank import AresReranker
 from ..estimator.stream import AresStream, StreamState

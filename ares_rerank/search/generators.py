@@ -25,7 +25,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ..config import is_int
+from ..utils.checks import is_int
 from ..generation import generate_new_tokens, is_vllm_llm, prompt_conversations, sampling_params
 
 

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 from ..aggregate import Aggregate
 from ..answers import AnswerFn
-from ..config import is_number
+from ..utils.checks import is_number
 from ..rerank import AresReranker
 from .common import Partial, SearchResult, SearchRun, check_positive
 from .generators import StepGenerator

@@ -25,6 +25,8 @@ from typing import Iterator, Sequence
 import numpy as np
 from torch.utils.data import Sampler
 
+from ..utils.checks import check_positive_int
+
 
 __all__ = ["LengthBucketSampler", "padding_ratio"]
 
@@ -48,10 +50,8 @@ class LengthBucketSampler(Sampler[int]):
 
     def __init__(self, lengths: Sequence[int], batch_size: int, bucket_batches: int = 16, seed: int = 0,
                  labels: Sequence[int] | None = None) -> None:
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"LengthBucketSampler(batch_size={batch_size!r}) must be a positive integer.")
-        if not isinstance(bucket_batches, int) or bucket_batches < 1:
-            raise ValueError(f"LengthBucketSampler(bucket_batches={bucket_batches!r}) must be a positive integer.")
+        check_positive_int(batch_size, "LengthBucketSampler(batch_size")
+        check_positive_int(bucket_batches, "LengthBucketSampler(bucket_batches", 16)
         self.lengths = np.asarray(lengths, dtype=np.int64)
         if self.lengths.ndim != 1 or len(self.lengths) == 0:
             raise ValueError("LengthBucketSampler(lengths=...) must be a non-empty list of token counts.")

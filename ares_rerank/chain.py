@@ -15,7 +15,18 @@ from numbers import Real
 from typing import Any, Sequence
 
 
-__all__ = ["ARES_MODES", "Chain", "ChainScores", "check_separator", "split_prompt", "split_sentences", "split_steps"]
+__all__ = [
+    "ARES_MODES",
+    "COMPLETION_ROLES",
+    "PROMPT_ROLES",
+    "Chain",
+    "ChainScores",
+    "check_separator",
+    "message_text",
+    "split_prompt",
+    "split_sentences",
+    "split_steps",
+]
 
 #: The modes an ARES estimate comes out in (:attr:`ChainScores.mode`); baselines report ``"direct"``.
 ARES_MODES = ("exact", "stratified", "sample")
@@ -373,3 +384,60 @@ class ChainScores:
     def __post_init__(self) -> None:
         if any(not (0.0 <= s <= 1.0) or math.isnan(s) for s in self.step_scores):
             raise ValueError(f"ChainScores.step_scores must lie in [0, 1], got {self.step_scores}.")
+
+
+# The roles whose messages form the text of a conversational prompt / completion (AresReranker's defaults).
+PROMPT_ROLES = ("user",)
+COMPLETION_ROLES = ("assistant",)
+
+
+def message_text(value: Any, roles: Sequence[str], what: str = "value") -> str:
+    """The text of a string, or of a conversation (list of ``{"role", "content"}`` messages).
+
+    Args:
+        value: A string, or a list of messages whose ``content`` is a string or a list of ``{"type": "text",
+            "text": ...}`` parts or strings (other parts, e.g. images, are skipped). A message's
+            ``reasoning_content`` (the ``<think>`` part a reasoning model wrote, as TRL and vLLM parse it) comes
+            before its content: it is the chain to score.
+        roles: Messages with these roles contribute their content, joined by a blank line.
+        what: Name used in error messages.
+
+    Returns:
+        The text (possibly empty).
+
+    Raises:
+        TypeError: ``value`` is neither a string nor a list of message dicts, a message has no role, or non-text
+            content.
+        ValueError: No message has one of ``roles``.
+    """
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, (list, tuple)) or not all(isinstance(m, dict) for m in value):
+        raise TypeError(
+            f"{what} is {type(value).__name__}: pass a string or a list of {{'role', 'content'}} messages."
+        )
+    if any("role" not in m for m in value):
+        keys = sorted({k for m in value for k in m})
+        raise TypeError(f"{what} has a message without a 'role' (keys {keys}): pass {{'role', 'content'}} messages "
+                        "(ShareGPT's {'from', 'value'} rows need converting).")
+    if value and not any(m["role"] in roles for m in value):
+        found = sorted({str(m["role"]) for m in value})
+        raise ValueError(f"{what} has no message of the roles {list(roles)} (its roles: {found}), so no text to "
+                         "score: name the roles that hold it (AresReranker(prompt_roles=..., completion_roles=...)).")
+    parts = []
+    for message in value:
+        if message["role"] not in roles:
+            continue
+        reasoning = message.get("reasoning_content")  # a reasoning model's chain, as TRL and vLLM parse <think>
+        if isinstance(reasoning, str) and reasoning.strip():
+            parts.append(reasoning)
+        content = message.get("content")
+        if isinstance(content, list):  # content parts: keep the text ones (images and the like are skipped)
+            content = "\n".join(p if isinstance(p, str) else p["text"] for p in content
+                                if isinstance(p, str) or (isinstance(p, dict) and isinstance(p.get("text"), str)))
+        if content is None and (message.get("tool_calls") or isinstance(reasoning, str)):
+            continue  # a tool call, or reasoning alone, has no content text
+        if not isinstance(content, str):
+            raise TypeError(f"{what} has a {message.get('role')!r} message whose content is {type(content).__name__}.")
+        parts.append(content)
+    return "\n\n".join(parts)

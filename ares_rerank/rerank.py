@@ -30,22 +30,12 @@ from .answers import AnswerFn, AnswerMatcher, answer_matcher
 from .backbones.base import Backbone
 from .backbones.served import is_outage
 from .baselines import check_method_backbone
-from .chain import Chain, ChainScores, split_prompt, split_steps
+from .chain import COMPLETION_ROLES, PROMPT_ROLES, Chain, ChainScores, message_text, split_prompt, split_steps
 from .chat_templates import ChatLayout, prompt_text, resolve_layout, response_text
 from .domain import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
 from .config import AresConfig
 from .utils.checks import is_int
-from .records import (
-    COMPLETION_ROLES,
-    NO_STEPS,
-    PROMPT_ROLES,
-    certificate,
-    check_candidate_lists,
-    empty_record,
-    message_text,
-    rank_record,
-    rank_records,
-)
+from .records import NO_STEPS, certificate, check_candidate_lists, empty_record, rank_record, rank_records
 from .scoring import METHODS, check_batch_size, length_error, progress_bar, score_chains
 from .voting import check_selection, order_by_vote
 

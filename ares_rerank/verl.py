@@ -73,7 +73,7 @@ from typing import Any, Mapping, Sequence
 
 from .backbones.served import JsonClient, map_bounded
 from .utils.checks import is_finite_number
-from .records import PROMPT_ROLES, message_text
+from .chain import PROMPT_ROLES, message_text
 from .rewards import backbone_lock, default_reranker
 from .openrlhf import REWARD_PATH, reward_answer
 

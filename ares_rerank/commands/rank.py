@@ -61,7 +61,7 @@ def _read(path: Path, prompt_key: str, candidates_key: str) -> list[dict[str, An
 def _check_texts(path: Path, lineno: int, prompt: Any, candidates: list, prompt_key: str, candidates_key: str) -> None:
     """Each prompt and candidate is text or a conversation, or a ValueError naming the line and the candidate (before
     the backbone loads)."""
-    from ..records import COMPLETION_ROLES, PROMPT_ROLES, message_text
+    from ..chain import COMPLETION_ROLES, PROMPT_ROLES, message_text
 
     for value, roles, where in [(prompt, PROMPT_ROLES, prompt_key)] + [
             (candidate, COMPLETION_ROLES, f"{candidates_key}[{i}]") for i, candidate in enumerate(candidates)]:

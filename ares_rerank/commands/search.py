@@ -124,7 +124,7 @@ def _separator(args: argparse.Namespace) -> str:
 
 def _read(path: Path, key: str, use_chat_template: bool | None) -> list[dict[str, Any]]:
     """The problems, each with a non-empty prompt of one format (strings or message lists), checked line by line."""
-    from ..records import PROMPT_ROLES, message_text
+    from ..chain import PROMPT_ROLES, message_text
 
     records, formats = [], {}
     for lineno, record in read_jsonl(path):

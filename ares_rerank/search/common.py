@@ -18,7 +18,7 @@ from ..aggregate import Aggregate, aggregate_scores, get_aggregate
 from ..answers import AnswerFn, answer_matcher
 from ..chain import split_prompt
 from ..utils.checks import is_int
-from ..records import message_text
+from ..chain import message_text
 from ..rerank import AresReranker
 from ..estimator.stream import AresStream, StreamState
 from ..voting import check_selection, order_by_vote

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ..utils.checks import is_int
-from ..generation import generate_new_tokens, is_vllm_llm, prompt_conversations, sampling_params
+from ..engines import generate_new_tokens, is_vllm_llm, prompt_conversations, sampling_params
 
 
 __all__ = ["GeneratedStep", "PolicyStepGenerator", "StepGenerator", "StepPolicy", "TransformersStepGenerator",

@@ -385,6 +385,13 @@ class ChainScores:
         if any(not (0.0 <= s <= 1.0) or math.isnan(s) for s in self.step_scores):
             raise ValueError(f"ChainScores.step_scores must lie in [0, 1], got {self.step_scores}.")
 
+    def _repr_html_(self) -> str:
+        """The scores drawn for a notebook (Jupyter calls this): each step's tau as a bar, the flags at 0.5 and the
+        first error, the certificate (:func:`ares_rerank.viewer.chain_scores_html` adds step text and labels)."""
+        from ares_rerank.viewer import chain_scores_html  # only when displayed: the viewer is not needed to score
+
+        return chain_scores_html(self)
+
 
 # The roles whose messages form the text of a conversational prompt / completion (AresReranker's defaults).
 PROMPT_ROLES = ("user",)

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 __all__ = ["main", "run_reporting_errors"]
 
-SUBCOMMANDS = ("score", "rank", "search", "eval", "train", "adapt", "calibrate", "serve")
+SUBCOMMANDS = ("score", "rank", "search", "view", "eval", "train", "adapt", "calibrate", "serve")
 # third-party module -> the extra that installs it (named in the error when it is missing)
 EXTRAS = {"sklearn": "eval", "matplotlib": "eval"}
 

@@ -9,4 +9,6 @@ python -m pip install -q -e ".[dev]"
 bash scripts/install_llama_server.sh
 # OpenRLHF and verl (pinned, --no-deps) for the tests that drive their own client and reward-loop code.
 bash scripts/install_frameworks.sh
+# Headless Chromium (Debian's package) for the step-score viewer's browser test.
+bash scripts/install_chromium.sh
 python -m pytest -q "$@"

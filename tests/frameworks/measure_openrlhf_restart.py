@@ -111,16 +111,20 @@ def main() -> None:
           f"{listen_again_s:.2f} s after it started; ready {ready_again:.2f} s after the old one exited")
     print(f"OpenRLHF rewards lost: {lost} of {len(experiences)} (samples {options.prompts} x {options.samples})")
     if lost < len(experiences):
-        reranker = AresReranker(load_backbone(options.backbone))
-        got = [(e, texts) for e in experiences if e.rewards is not None
-               for texts in [[i for i, r in enumerate(ids) if e.sequences[0].tolist()[-len(r):] == r]]]
-        expected = AresReward(reranker, unscorable_value=0.0)([questions[t[0]] for _, t in got],
-                                                              [responses[t[0]] for _, t in got])
         import torch
 
-        same = sum(torch.equal(e.rewards.reshape(-1), torch.tensor([x])) for (e, _), x in zip(got, expected))
-        print(f"rewards equal to AresReward on the plain (question, response): {same} of {len(got)}")
-
+        reranker = AresReranker(load_backbone(options.backbone))
+        question_of = {tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False,
+                                                     add_generation_prompt=True): q for q in questions}
+        scored = [e for e in experiences if e.rewards is not None]
+        which = [max((i for i, r in enumerate(ids) if e.sequences[0].tolist()[-len(r):] == r), key=lambda i: len(ids[i]))
+                 for e in scored]
+        expected = AresReward(reranker, unscorable_value=0.0)([question_of[e.prompts[0]] for e in scored],
+                                                              [responses[i] for i in which])
+        same = sum(torch.equal(e.rewards.reshape(-1), torch.tensor([x])) for e, x in zip(scored, expected))
+        gap = max(abs(e.rewards.reshape(-1).item() - x) for e, x in zip(scored, expected))
+        print(f"rewards equal to AresReward on the plain (question, response): {same} of {len(scored)} exactly "
+              f"(as float32), the largest difference {gap:.1e}")
 
 if __name__ == "__main__":
     main()

@@ -124,20 +124,47 @@ def _visible(text: str) -> tuple[str, list[int], list[int]]:
 
 def _longest_ending(prompt: str, query: str) -> int:
     """The length of the longest ending of ``prompt`` that ``query`` starts with (0 when none)."""
+    query = query[: len(prompt)]  # an ending is at most the whole prompt
     anchor = query[:_ANCHOR]
     if not anchor:
         return 0
-    # endings at least as long as the anchor start where the anchor occurs in the prompt; the leftmost that the query
-    # continues is the longest
-    at = prompt.find(anchor, max(0, len(prompt) - len(query)))
+    # endings at least as long as the anchor start where the anchor occurs in the prompt; the leftmost one the query
+    # continues is the longest. Checking them is fast on real text; on text that repeats itself (the anchor found
+    # everywhere, each check failing late) it would grow with the square of the length, so past a budget of
+    # characters compared the linear automaton below answers instead.
+    budget = 4 * len(prompt) + 4096
+    at = prompt.find(anchor)
     while at >= 0:
+        size = len(prompt) - at
         if query.startswith(prompt[at:]):
-            return len(prompt) - at
+            return size
+        budget -= size
+        if budget < 0:
+            return _overlap(prompt, query)
         at = prompt.find(anchor, at + 1)
     for size in range(min(len(anchor) - 1, len(prompt)), 0, -1):  # the shorter endings, longest first
         if prompt.endswith(query[:size]):
             return size
     return 0
+
+
+def _overlap(prompt: str, query: str) -> int:
+    """:func:`_longest_ending` in linear time: ``prompt`` run through the Knuth-Morris-Pratt automaton of ``query``;
+    the final state is the longest prefix of ``query`` that ends ``prompt``."""
+    fail, k = [0] * len(query), 0
+    for i in range(1, len(query)):
+        while k and query[i] != query[k]:
+            k = fail[k - 1]
+        if query[i] == query[k]:
+            k += 1
+        fail[i] = k
+    k = 0
+    for char in prompt:
+        while k and (k == len(query) or char != query[k]):
+            k = fail[k - 1]
+        if k < len(query) and char == query[k]:
+            k += 1
+    return k
 
 
 def split_query(query: str, prompt: str) -> tuple[str, int | None] | None:

@@ -414,6 +414,30 @@ def test_a_left_cut_prompt_is_found_by_its_longest_ending(prompt, response, cut,
     assert got[1] is None if junk == cut == 0 else got[1] == len("".join(prompt[cut:].split()))
 
 
+def _longest_ending_by_brute_force(prompt: str, query: str) -> int:
+    return max(k for k in range(min(len(prompt), len(query)) + 1) if k == 0 or prompt[-k:] == query[:k])
+
+
+@settings(max_examples=500, deadline=None)
+@given(prompt=st.text("ab", min_size=1, max_size=40), query=st.text("ab", max_size=40))
+def test_the_match_is_the_longest_ending_of_the_prompt_the_query_starts_with(prompt, query):
+    """On text that repeats itself (two letters), against every ending tried in turn."""
+    got = split_query(query, prompt)
+    if query.startswith(prompt):
+        assert got == (query[len(prompt):], None)
+        return
+    size = _longest_ending_by_brute_force(prompt, query)
+    assert got == (None if size == 0 else (query[size:], size))
+
+
+def test_a_prompt_that_repeats_itself_is_matched_right():
+    """The anchor the search starts from occurs at every position here; past its budget of compared characters the
+    search goes linear (the answer is what matters; no time is asserted)."""
+    prompt = "ab" * 3000 + "abX" + "ab" * 50
+    assert split_query("ab" * 60 + "Y", prompt) == ("ab" * 10 + "Y", 100)
+    assert split_query("a" * 20_000 + "b", "a" * 20_000 + "c") is None
+
+
 def test_how_a_query_is_matched_to_its_prompt():
     assert split_query("Q: 2+2?\nA: 4", "Q: 2+2?\n") == ("A: 4", None)  # the usual case
     assert split_query("2+2?\nA: 4", "Q: 2+2?\n") == ("A: 4", 4)  # cut, with the prompt's trailing newline

@@ -144,15 +144,26 @@ class Chromium:
     # -- what the tests and the benchmark do --------------------------------------------------------------------------
     def open(self, path: str | os.PathLike[str], dark: bool = False) -> dict[str, float]:
         """Load a local file (``prefers-color-scheme`` dark or light) and wait for its load event; return the
-        navigation timing in milliseconds: ``dom_content_loaded`` and ``load_event`` (from navigation start)."""
+        navigation timing in milliseconds from navigation start: ``first_contentful_paint`` (``None`` when nothing
+        was painted yet), ``dom_content_loaded`` and ``load_event``."""
         self.call("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme",
                                                                 "value": "dark" if dark else "light"}]})
         self._events.clear()
         self.call("Page.navigate", {"url": Path(path).resolve().as_uri()})
         self.wait_event("Page.loadEventFired")
         timing = self.evaluate("(() => { const n = performance.getEntriesByType('navigation')[0];"
-                               " return {dom: n.domContentLoadedEventEnd, load: n.loadEventEnd}; })()")
-        return {"dom_content_loaded": float(timing["dom"]), "load_event": float(timing["load"])}
+                               " const p = performance.getEntriesByName('first-contentful-paint')[0];"
+                               " return {dom: n.domContentLoadedEventEnd, load: n.loadEventEnd,"
+                               " paint: p ? p.startTime : null}; })()")
+        return {"dom_content_loaded": float(timing["dom"]), "load_event": float(timing["load"]),
+                "first_contentful_paint": None if timing["paint"] is None else float(timing["paint"])}
+
+    def watch_long_tasks(self) -> None:
+        """From the next :meth:`open` on, record every main-thread task longer than 50 ms (the Long Tasks API) in
+        ``window.__ares_long_tasks``: how long the page could not answer input while it loaded."""
+        self.call("Page.addScriptToEvaluateOnNewDocument", {"source": (
+            "window.__ares_long_tasks = []; new PerformanceObserver(list => { for (const e of list.getEntries()) "
+            "window.__ares_long_tasks.push(e.duration); }).observe({type: 'longtask', buffered: true});")})
 
     def requests(self) -> list[str]:
         """The URLs the page asked for since it was opened (the document itself included)."""

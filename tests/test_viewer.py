@@ -109,7 +109,13 @@ def test_each_command_output_is_detected_and_drawn(outputs):
         assert f'<div class="cand chosen" data-index="{best}">' in rank.html
         assert f"answer {row['answers'][best]}" in rank.html
     assert page.count("step") == sum(len(s) for r in rows for s in r["step_scores"])  # every step has its text
-    assert "splits into" not in rank.html
+    assert "splits into" not in rank.html and not rank.warnings
+    unsplit = render_file(outputs["rank"])  # rank's separator was a newline, not the default blank line
+    assert unsplit.html.count("its text splits into 1 step at --step-separator") == 15
+    assert unsplit.html.count("<details><summary>text</summary>") == 15  # shown whole
+    assert unsplit.warnings == ["15 candidates do not split into one step per score at the step separator '\\n\\n': "
+                                "their text is shown whole, beside their step scores. Pass the --step-separator the "
+                                "command used."]
 
     for name in ("beam", "rejection"):
         found = render_file(outputs[name])
@@ -239,7 +245,7 @@ def test_every_text_is_escaped(tmp_path):
 def test_only_max_records_are_read_and_the_cut_is_said(outputs, tmp_path, capsys):
     out = tmp_path / "cut.html"
     assert main(["view", str(outputs["score"]), "--max-records", "2", "-o", str(out)]) == 0
-    assert "WARNING: 4 records after the first 2 are not in the report" in capsys.readouterr().err
+    assert "WARNING: 4 more records of this file are not shown: only the first 2 are read" in capsys.readouterr().err
     html = out.read_text()
     assert Classes(html).count("card") == 2 and "4 more records of this file are not shown" in html
 
@@ -272,6 +278,7 @@ def test_notebook_views_of_chain_scores_and_rankings():
     page = Classes(shown._repr_html_())
     assert page.count("cand") == 4 and page.count("cand", "chosen") == 1
     assert f'<div class="cand chosen" data-index="{sound}">' in shown.html
+    assert "not scored" not in shown.html and Classes(shown.html).count("txt") == 4  # each text, with its score
     records = reranker.score_batch([prompt], [candidates])[0]  # with their steps: each step drawn
     assert Classes(view(records, prompt).html).count("step") == sum(len(r["steps"]) for r in records)
     assert detect_kind(records[0]) is None and view([scores, scores]).shown == 2

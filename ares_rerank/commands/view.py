@@ -102,7 +102,6 @@ def run(args: argparse.Namespace) -> int:
     write_atomic(out, report.html)
     print(f"wrote {out} ({len(report.html.encode('utf-8')) / 1e6:.2f} MB): {report.kind} report, {report.summary}",
           file=sys.stderr)
-    if report.left_out:
-        print(f"WARNING: {report.left_out:,} records after the first {args.max_records:,} are not in the report: "
-              "raise --max-records to show them.", file=sys.stderr)
+    for warning in report.warnings:  # the same lines as the report's banners
+        print(f"WARNING: {warning}", file=sys.stderr)
     return 0

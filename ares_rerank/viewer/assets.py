@@ -29,7 +29,7 @@ font-size:.8rem;margin:.1rem .2rem .1rem 0;white-space:nowrap}
 .ares-view .bad{color:var(--bad);border-color:var(--bad)}
 .ares-view .good{color:var(--good);border-color:var(--good)}
 .ares-view ol.steps{list-style:none;margin:.5rem 0 0;padding:0;counter-reset:step}
-.ares-view .step{display:grid;grid-template-columns:2.2rem 6rem 5.2rem 1fr;gap:.5rem;align-items:start;
+.ares-view .step{display:grid;grid-template-columns:2.2rem 6rem 6.6rem 1fr;gap:.5rem;align-items:start;
 padding:.15rem .3rem;border-left:3px solid transparent;counter-increment:step}
 .ares-view .step::before{content:counter(step);color:var(--muted);text-align:right;font-variant-numeric:tabular-nums}
 .ares-view .step.flagged{border-left-color:var(--bad);background:color-mix(in srgb,var(--bad) 9%,transparent)}
@@ -39,7 +39,8 @@ overflow:hidden}
 background:hsl(calc(var(--t)*120) 72% var(--bar-l))}
 .ares-view .bounded .bar::after{content:"";position:absolute;top:0;bottom:0;left:calc(var(--lo)*100%);
 width:calc((var(--hi) - var(--lo))*100%);background:var(--fg);opacity:.22}
-.ares-view .tau{font-variant-numeric:tabular-nums}
+.ares-view .tau{font-variant-numeric:tabular-nums;white-space:nowrap}
+.ares-view .tau small{color:var(--muted)}
 .ares-view .txt{white-space:pre-wrap;overflow-wrap:anywhere;min-width:0}
 .ares-view .mark{display:inline-block;font-size:.72rem;font-weight:700;color:var(--bg);background:var(--bad);
 border-radius:3px;padding:0 .3rem;margin-right:.3rem}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any, Sequence
 
 from .assets import NOSCRIPT, SCRIPT, STYLE
@@ -133,8 +134,9 @@ def _candidate_html(c: CandidateView, settings: Settings) -> str:
         tone = {"stopped": "bad", "finished": "good"}.get(c.status, "")
         words = {"stopped": "stopped by early rejection", "finished": "finished", "cut": "cut at the iteration limit"}
         status = f'<span class="badge {tone}">{words.get(c.status, esc(c.status))}</span>'
-    if not c.steps.taus:
-        body = '<p class="note">no steps: not scored</p>'
+    if not c.steps.taus:  # an empty candidate, or a ranking record that holds the chain score alone
+        body = ('<p class="note">no steps: not scored</p>' if c.score is None else
+                f'<div class="txt">{clip(c.text, settings.max_text)}</div>')
     else:
         body = steps_html(c.steps, settings.max_text)
     if c.steps.texts and all(t is None for t in c.steps.texts):
@@ -177,7 +179,7 @@ def _rounds_html(candidates: Sequence[CandidateView]) -> str:
             cells.append(f"<td>{_bar(c.steps.taus[r])}{c.steps.taus[r]:.2f}{word}</td>")
         summary = f"{alive} written; " + ", ".join(f"{n} {w}" for w, n in ended.items() if n)
         rows.append(f"<tr><th>{r + 1}</th>{''.join(cells)}<td>{esc(summary.rstrip('; '))}</td></tr>")
-    return (f'<details class="rounds"><summary>round by round ({depth} rounds)</summary><table><tr><th>round</th>'
+    return (f'<details class="rounds"><summary>round by round ({depth} round{"" if depth == 1 else "s"})</summary><table><tr><th>round</th>'
             f"{head}<th>candidates</th></tr>{''.join(rows)}</table></details>")
 
 
@@ -274,13 +276,15 @@ def page(kind: str, views: Sequence[Any], source: str, settings: Settings, summa
     notes = "".join(f'<p class="banner">{esc(b)}</p>' for b in banners)
     pager = _pager(kind, has_labels) if kind != "bon" else ""
     script = f"<script>{SCRIPT}</script>" if pager else ""
-    title = f"ares-rerank view: {source}"
+    name = PurePath(source).name if source != "-" else "standard input"
+    title = f"ares-rerank view: {name}"
+    where = f" ({source})" if source not in (name, "-") else ""
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
             f'content="width=device-width,initial-scale=1"><meta name="color-scheme" content="light dark">'
             f"<title>{esc(title)}</title><style>body{{margin:0}}{STYLE}</style>{NOSCRIPT}</head><body>"
             f'<main class="ares-view" id="ares-report" data-kind="{esc(kind)}" data-page-size={settings.page_size} '
             f'style="padding:.8rem 1.2rem;min-height:100vh"><h1>{esc(title)}</h1><p class="muted">'
-            f"{esc(KINDS.get(kind, kind))} output; {esc(summary)}</p>{notes}{pager}{cards}</main>{script}"
+            f"{esc(KINDS.get(kind, kind))} output{esc(where)}; {esc(summary)}</p>{notes}{pager}{cards}</main>{script}"
             "</body></html>\n")
 
 

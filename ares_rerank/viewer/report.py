@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from .html import Settings, fragment, page
-from .records import KINDS, SIGNS, ChainView, StepsView, detect_kind, first_flag, read_records
+from .records import KINDS, SIGNS, ChainView, PromptView, StepsView, detect_kind, first_flag, read_records
 from .views import bon_view, rank_views, ranking_view, score_views, search_views
 
 
@@ -27,6 +27,7 @@ class Report:
     shown: int
     left_out: int
     summary: str
+    warnings: list[str] = field(default_factory=list)  # said on the page, and by the command on stderr
 
     def _repr_html_(self) -> str:
         return self.html
@@ -71,8 +72,8 @@ def render_file(path: str | os.PathLike[str], *, kind: str = "auto", chains: Seq
             raise ValueError(f"{source}:{lineno} is {'a ' + other + ' record' if other else 'not a record of any kind'}"
                              f", but line {records[0][0]} is a {found} record: view one command's output per report.")
     if chains is not None and found != "score":
-        raise ValueError(f"--chains gives the text of score's chains; {source} holds {found} records, which carry "
-                         "their text: drop --chains.")
+        raise ValueError(f"--chains gives the steps' text of score records; {source} holds {found} records (the text "
+                         "is in them, or there is none): drop --chains.")
     settings = Settings(threshold=threshold, page_size=page_size, max_text=max_text)
     if found == "score":
         views: list[Any] = score_views(records, source, threshold, chains, chains_path)
@@ -85,7 +86,14 @@ def render_file(path: str | os.PathLike[str], *, kind: str = "auto", chains: Seq
     summary = _summary(found, views, threshold)
     banners = [f"{left_out:,} more records of this file are not shown: only the first {max_records:,} are read "
                "(raise --max-records, or split the file)."] if left_out else []
-    return Report(page(found, views, source, settings, summary, banners), found, len(views), left_out, summary)
+    unsplit = sum(c.steps.note is not None for v in views if isinstance(v, PromptView) for c in v.candidates)
+    if unsplit:
+        shown = "sentences" if step_separator is None else repr(step_separator)
+        banners.append(f"{unsplit:,} candidates do not split into one step per score at the step separator {shown}: "
+                       "their text is shown whole, beside their step scores. Pass the --step-separator the command "
+                       "used.")
+    return Report(page(found, views, source, settings, summary, banners), found, len(views), left_out, summary,
+                  banners)
 
 
 def _summary(kind: str, views: Sequence[Any], threshold: float) -> str:

@@ -98,7 +98,8 @@ def _steps_of(text: str, count: int, separator: str | None) -> tuple[list[str | 
         if len(steps) == count:
             return list(steps), None
     shown = "sentences" if separator is None else repr(separator)
-    return [None] * count, (f"its text splits into {len(split_steps(text, separator))} steps at --step-separator "
+    found = len(split_steps(text, separator))
+    return [None] * count, (f"its text splits into {found} step{'' if found == 1 else 's'} at --step-separator "
                             f"{shown}, but {count} were scored: pass the separator the command used to see each "
                             "step's text.")
 

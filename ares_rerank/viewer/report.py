@@ -13,8 +13,8 @@ from .views import bon_view, rank_views, ranking_view, score_views, search_views
 
 __all__ = ["MAX_RECORDS", "Report", "chain_scores_html", "render_file", "view"]
 
-#: Records a report holds unless told: 20,000 chains (score) or prompts (rank / search); a 10,000-chain demo file
-#: renders in about a second (``python -m eval.bench_viewer``).
+#: Records a report holds unless told: 20,000 chains (score) or prompts (rank / search); a 10,000-chain file
+#: renders in about 2 s to some 30 MB (``python -m eval.bench_viewer``).
 MAX_RECORDS = 20_000
 
 

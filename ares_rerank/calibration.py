@@ -18,8 +18,8 @@ ARES consumes, P(entailment): pairs are binned by that probability and each bin'
 with its share of entailed pairs.
 
 The fitted temperature (and bias) are saved in ``ares_calibration.json`` beside the head (:func:`write_calibration`);
-reading them back is :func:`~ares_rerank.backbones.hub.read_calibration` (re-exported here), which the backbones use
-when loading.
+this module also owns that file's format: :func:`read_calibration` and :func:`check_calibration` read and check it
+(the backbones use them when loading), :func:`check_scale` checks the two parameters. It imports no backbone.
 """
 
 from __future__ import annotations
@@ -33,18 +33,22 @@ from typing import Any
 
 import numpy as np
 
-from .io import atomic_open, write_atomic
+from .utils.checks import is_finite_number, is_int
+from .utils.io import atomic_open, broken_link, read_json_bounded, write_atomic
 
-from .backbones.hub import CALIBRATION_FILE, check_calibration, check_scale, read_calibration
 
 
 __all__ = [
     "CALIBRATION_FILE",
     "CALIBRATION_METHODS",
+    "MAX_CALIBRATION_BYTES",
+    "MIN_TEMPERATURE",
     "CalibrationReport",
     "calibrate",
     "check_bins",
+    "check_calibration",
     "check_method",
+    "check_scale",
     "entailment_probs_from_logits",
     "expected_calibration_error",
     "fit_platt",
@@ -66,6 +70,94 @@ BIAS_MAX = 20.0
 CALIBRATION_METHODS = ("temperature", "platt")
 #: More equal-width bins than held-out pairs can fill; the reliability table is allocated per bin.
 MAX_BINS = 1000
+
+
+
+# -- the calibration file format: saved beside a head's weights or adapter ----------------------------------------
+#: The file's name: temperature, bias, entailment label, window, premise selection (and how it was fitted).
+CALIBRATION_FILE = "ares_calibration.json"
+#: The largest calibration file read (the shipped head's is 3 KB): checked before reading, so a huge file is refused
+#: rather than read whole into memory.
+MAX_CALIBRATION_BYTES = 1 << 20
+#: The smallest temperature a calibration may divide logits by (a fit stays >= 0.05): 1e-320 is subnormal, and logits
+#: divided by it overflow to inf and the softmax to NaN.
+MIN_TEMPERATURE = 1e-4
+
+
+def read_calibration(*folders: str | Path | None) -> dict[str, Any]:
+    """The first ``ares_calibration.json`` found in ``folders`` (``{}`` if none), checked by
+    :func:`check_calibration` (a symlinked file is read: hub snapshots are links)."""
+    for folder in folders:
+        if folder is None:
+            continue
+        path = Path(folder) / CALIBRATION_FILE
+        if path.is_symlink() and not path.exists():
+            raise ValueError(
+                f"{path} is a link to {os.readlink(path)!r}, which {broken_link(path)}: a Hub snapshot whose file "
+                "was not downloaded looks like this. Download the head again (`hf download <repo>`), or remove the "
+                "link to load the head uncalibrated."
+            )
+        if path.exists() and not path.is_file():
+            raise ValueError(
+                f"{path} is not a file: a head's calibration is a JSON file such as {{\"temperature\": 1.3}}; put "
+                "that file in its place, or remove it to load the head uncalibrated."
+            )
+        if not path.is_file():
+            continue
+        return check_calibration(read_json_bounded(path, MAX_CALIBRATION_BYTES), path)
+    return {}
+
+
+
+def check_scale(temperature: Any, bias: Any, where: str = "", fix: str = "") -> tuple[float, float]:
+    """``(temperature, bias)`` as floats if a calibration can apply them, else a ValueError naming the bad one.
+
+    The one check of the two calibration parameters (heads, calibration records, :mod:`~ares_rerank.calibration`):
+    ``temperature`` a finite number >= :data:`MIN_TEMPERATURE` (an infinite one makes every probability 0.5, a
+    subnormal one NaN), ``bias`` a finite number (added to the entailment logit after the temperature). ``where``
+    starts the message (e.g. the file), ``fix`` ends it (what to do).
+    """
+    if not is_finite_number(temperature) or temperature < MIN_TEMPERATURE:
+        raise ValueError(
+            f"{where}temperature={temperature!r} must be a finite number >= {MIN_TEMPERATURE} (1.0 = uncalibrated; "
+            f"an infinite one makes every probability 0.5, a tiny one overflows the logits to NaN){fix}."
+        )
+    if not is_finite_number(bias):
+        raise ValueError(
+            f"{where}bias={bias!r} must be a finite number (0.0 = none; a Platt calibration's bias, added to the "
+            f"entailment logit after the temperature){fix}."
+        )
+    return float(temperature), float(bias)
+
+
+def check_calibration(data: Any, path: str | Path) -> dict[str, Any]:
+    """``data`` if it is a calibration record the backbones can use, else a ValueError naming ``path`` and the key.
+
+    ``temperature`` (default 1.0) must be a finite number >= :data:`MIN_TEMPERATURE` (JSON allows ``Infinity``: an
+    infinite temperature makes every probability 0.5); ``bias`` (the entailment bias of a Platt fit, default 0.0) a
+    finite number; ``max_length`` an integer >= 8 or null; ``entailment_label`` a label name or class index or
+    null; ``premise_selection`` a string or null. Other keys (metrics, training records) are kept as they are.
+    """
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"{path} holds a JSON {type(data).__name__}, not an object: expected e.g. {{\"temperature\": 1.3}}."
+        )
+    check_scale(data.get("temperature", 1.0), data.get("bias", 0.0), f"{path}: ",
+                ": fix the key (or delete it) or calibrate again")
+    max_length = data.get("max_length")
+    if max_length is not None and (not is_int(max_length) or max_length < 8):
+        raise ValueError(
+            f"{path}: max_length={max_length!r} must be an integer >= 8 (tokens) or null for the model's window."
+        )
+    label = data.get("entailment_label")
+    if label is not None and not isinstance(label, str) and not is_int(label):
+        raise ValueError(f"{path}: entailment_label={label!r} must be a label name, a class index or null.")
+    selection = data.get("premise_selection")
+    if selection is not None and not isinstance(selection, str):
+        raise ValueError(
+            f"{path}: premise_selection={selection!r} must be a string such as 'all' or 'relevant:6', or null."
+        )
+    return data
 
 
 def _as_logits(logits: Any, name: str = "logits") -> np.ndarray:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
@@ -23,6 +24,7 @@ __all__ = [
     "ChainScores",
     "check_separator",
     "message_text",
+    "read_chains",
     "split_prompt",
     "split_sentences",
     "split_steps",
@@ -142,6 +144,53 @@ class Chain:
         base = split_prompt(prompt, prompt_split)
         steps = split_steps(completion, step_separator)
         return cls(base, steps, labels=labels, id=id)
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], step_separator: str | None = "\n\n", prompt_split: str = "none",
+                    default_id: str | None = None) -> Chain:
+        """The one reader of a data row: ``{"base_claims": [...], "steps": [...]}`` or ``{"prompt": "...",
+        "completion": "..."}`` (split as :meth:`from_text` splits), with optional ``id`` (default: ``default_id``),
+        ``labels`` (one per step, 1 = unsound) and, with ``steps``, ``meta``. JSONL lines (:func:`read_chains`) and
+        ``datasets`` rows (:func:`~ares_rerank.distributed.chains_from_rows`) both go through it.
+
+        Raises:
+            ValueError: The row has neither layout, or a bad ``id``.
+        """
+        chain_id = record.get("id")
+        if chain_id is None:  # absent or null
+            chain_id = default_id
+        elif isinstance(chain_id, bool) or not isinstance(chain_id, (str, int)):
+            raise ValueError(f"id={chain_id!r} must be a string or an integer (or absent: the line number).")
+        chain_id = None if chain_id is None else str(chain_id)
+        if "steps" in record:
+            return cls(record.get("base_claims", []), record["steps"], labels=record.get("labels"), id=chain_id,
+                       meta=record.get("meta"))
+        if "completion" in record:
+            return cls.from_text(record.get("prompt") or "", record["completion"], step_separator=step_separator,
+                                 prompt_split=prompt_split, labels=record.get("labels"), id=chain_id)
+        raise ValueError("needs 'steps' (with 'base_claims') or 'completion' (with 'prompt').")
+
+
+def read_chains(path: str | os.PathLike[str], step_separator: str | None = "\n\n",
+                prompt_split: str = "none") -> list[Chain]:
+    """The chains of a JSONL file (``-`` = standard input), one per non-empty line, read by
+    :meth:`Chain.from_record` (``id`` defaults to the line number; ``meta``, e.g. the ``rules`` of a ClaimTrees
+    chain, lets training build oracle pairs).
+
+    Raises:
+        ValueError: A line is not such an object; the message names the file, the line and what is missing.
+    """
+    from .utils.io import read_jsonl
+
+    chains = []
+    for lineno, record in read_jsonl(path):
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}:{lineno} must be a JSON object, got {type(record).__name__}.")
+        try:
+            chains.append(Chain.from_record(record, step_separator, prompt_split, default_id=str(lineno)))
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{path}:{lineno} {err}") from err
+    return chains
 
 
 def _named(chain_id: Any) -> str:
@@ -388,7 +437,7 @@ class ChainScores:
     def _repr_html_(self) -> str:
         """The scores drawn for a notebook (Jupyter calls this): each step's tau as a bar, the flags at 0.5 and the
         first error, the certificate (:func:`ares_rerank.viewer.chain_scores_html` adds step text and labels)."""
-        from ares_rerank.viewer import chain_scores_html  # only when displayed: the viewer is not needed to score
+        from .viewer import chain_scores_html  # only when displayed: the viewer is not needed to score
 
         return chain_scores_html(self)
 

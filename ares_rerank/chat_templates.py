@@ -10,7 +10,7 @@ become part of a claim: glued to the last line of a question, ``<|im_end|>`` is 
 A :class:`ChatLayout` says how one template family writes a turn (the header that opens a user / assistant turn,
 what ends it, what starts a sequence). :func:`prompt_text` reads the user messages' contents out of a rendered
 prompt and :func:`response_text` the assistant's text out of a rendered response (cut at the first end marker,
-``<think>`` tags removed: the reasoning comes first, as :func:`~ares_rerank.records.message_text` puts a message's
+``<think>`` tags removed: the reasoning comes first, as :func:`~ares_rerank.chain.message_text` puts a message's
 ``reasoning_content``). Text with no header of the layout is left as it is, bar start and end markers.
 
 Layouts are known for the common families (:data:`LAYOUTS`: ChatML, Phi-4, Llama 3, DeepSeek-R1 / V3, Mistral,

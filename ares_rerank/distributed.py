@@ -8,7 +8,7 @@ without GPUs starts two CPU processes; ``--cpu`` alone starts one).
 
 From Python (inside a script started with ``accelerate launch``, or plain ``python`` for one process)::
 
-    from ares_rerank.distributed import score_dataset
+    from .distributed import score_dataset
     scores = score_dataset(dataset, backbone, method="ares")   # list[ChainScores], dataset order, every process
 
 From the shell (one process per GPU; each loads its own copy of a local backbone on its own device)::
@@ -32,8 +32,8 @@ from typing import Any, Sequence
 
 from .backbones.base import Backbone
 from .chain import Chain, ChainScores
-from .config import AresConfig
-from .io import atomic_open, check_output_path
+from .estimator.config import AresConfig
+from .utils.io import atomic_open, check_output_path
 from .scoring import METHODS, score_chains
 
 
@@ -54,6 +54,9 @@ def shard_indices(num_rows: int, num_processes: int, process_index: int) -> list
     return list(range(process_index, num_rows, num_processes))
 
 
+_ROW_KEYS = ("id", "base_claims", "steps", "prompt", "completion", "labels")
+
+
 def chains_from_rows(rows: dict[str, list[Any]], step_separator: str | None = "\n\n",
                      prompt_split: str = "none") -> list[Chain]:
     """Chains from a column batch (``dataset[i:j]`` or ``dataset.select(...)[:]``): see the module doc for columns."""
@@ -61,24 +64,15 @@ def chains_from_rows(rows: dict[str, list[Any]], step_separator: str | None = "\
     if len(set(lengths.values())) > 1:
         raise ValueError(f"the columns have different lengths {lengths}: one value per row in every column.")
     n = next(iter(lengths.values()), 0)
-    if "steps" in rows:
-        base = rows.get("base_claims") or [[] for _ in range(n)]
-        make = lambda i: Chain(base[i] or [], rows["steps"][i])  # noqa: E731
-    elif "completion" in rows:
-        prompts = rows.get("prompt") or [""] * n
-        make = lambda i: Chain.from_text(prompts[i] or "", rows["completion"][i], step_separator,  # noqa: E731
-                                         prompt_split)
-    else:
+    if "steps" not in rows and "completion" not in rows:
         raise ValueError(
             f"the data set has columns {sorted(rows)}: it needs 'steps' (and 'base_claims'), or 'completion' (and "
             "'prompt'). Rename columns with dataset.rename_column(old, new)."
         )
     chains = []
-    for i in range(n):
-        chain = make(i)
-        labels = rows["labels"][i] if "labels" in rows else None
-        chain_id = rows["id"][i] if "id" in rows else None
-        chains.append(Chain(chain.base_claims, chain.steps, labels=labels, id=chain_id))
+    for i in range(n):  # one row at a time through the one reader of rows (Chain.from_record)
+        record = {name: column[i] for name, column in rows.items() if name in _ROW_KEYS and column[i] is not None}
+        chains.append(Chain.from_record(record, step_separator, prompt_split))
     return chains
 
 

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from .backbones.base import Backbone
 from .baselines import BASELINES, CHAIN_BASELINES, baseline_scores
 from .chain import Chain, ChainScores
-from .config import AresConfig
+from .estimator.config import AresConfig
 from .utils.checks import check_positive_int
 from .estimator import ares_scores
 

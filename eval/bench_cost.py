@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ares_rerank.data.claimtrees import load_claimtrees
-from ares_rerank.config import AresConfig
+from ares_rerank.estimator.config import AresConfig
 
 from ares_rerank import load_backbone
 from .bench_perf import benchmark, certificate_text, machine_description
-from ares_rerank.io import write_atomic
+from ares_rerank.utils.io import write_atomic
 from ares_rerank.evaluation.plots import plot_cost_vs_length
 from ares_rerank.evaluation.report import markdown_table
 

@@ -45,8 +45,8 @@ import numpy as np
 
 from ares_rerank.backbones.selection import premise_selector
 from ares_rerank.chain import Chain
-from ares_rerank.config import sample_size
-from ares_rerank.io import write_atomic
+from ares_rerank.estimator.config import sample_size
+from ares_rerank.utils.io import write_atomic
 
 from .bench_perf import benchmark, run_header, run_record
 

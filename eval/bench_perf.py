@@ -28,8 +28,8 @@ from typing import Any, Sequence
 
 from ares_rerank.backbones.selection import SelectingBackbone
 from ares_rerank.chain import Chain
-from ares_rerank.config import AresConfig, sample_size
-from ares_rerank.io import write_atomic
+from ares_rerank.estimator.config import AresConfig, sample_size
+from ares_rerank.utils.io import write_atomic
 from ares_rerank.scoring import score_chains
 
 from ares_rerank.evaluation.backbones import CountingBackbone

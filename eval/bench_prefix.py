@@ -24,7 +24,7 @@ from typing import Any, Sequence
 from ares_rerank.backbones.prms import QWEN_PRM_SYSTEM_PROMPT, CausalPRM, StepTagPRM
 from ares_rerank.chain import Chain
 from ares_rerank.data.claimtrees import load_claimtrees
-from ares_rerank.config import AresConfig
+from ares_rerank.estimator.config import AresConfig
 from ares_rerank.scoring import score_chains
 
 from .bench_perf import machine_description

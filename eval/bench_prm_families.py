@@ -32,8 +32,8 @@ from typing import Any, Sequence
 
 from ares_rerank.backbones.prms import MathShepherdPRM, RLHFlowPRM
 from ares_rerank.chain import Chain
-from ares_rerank.config import AresConfig
-from ares_rerank.io import atomic_folder, write_atomic
+from ares_rerank.estimator.config import AresConfig
+from ares_rerank.utils.io import atomic_folder, write_atomic
 from ares_rerank.scoring import score_chains
 
 

@@ -147,7 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         paint = numbers["first_contentful_paint"]
         print(f"chromium: first contentful paint {'-' if paint is None else f'{paint:.0f}'} ms, DOMContentLoaded "
               f"{numbers['dom_content_loaded']:.0f} ms, load event {numbers['load_event']:.0f} ms; longest main-thread "
-              f"task while loading {numbers['longest_task']:.0f} ms ({numbers['long_tasks']} over 50 ms); next page {numbers['page_flip']:.1f} ms; filter (disagreeing with "
+              f"task while loading {numbers['longest_task']:.0f} ms ({numbers['long_tasks']} over 50 ms); next page "
+              f"{numbers['page_flip']:.1f} ms; filter (disagreeing with "
               f"gold) {numbers['filter']:.1f} ms; {numbers['cards']:,} cards, {numbers['cards_shown']} shown"
               + (f"; JS heap {numbers['js_heap_mb']:.1f} MB" if numbers["js_heap_mb"] is not None else ""))
     return 0

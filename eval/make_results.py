@@ -3,7 +3,7 @@
     python -m eval.make_results              # about 4 minutes the first time on 2 CPU cores, seconds when cached
 
 Sections 1-6 are recomputed with the ClaimTrees rule oracle. Section 7 (real backbones) renders the result files
-committed under ``eval/results/real/`` (written by ``ares-rerank eval --out eval/results/real`` and ``python -m
+committed under ``eval/results/real/`` (written by ``ares-rerank eval --output-dir eval/results/real`` and ``python -m
 eval.bench_perf --json eval/results/real/perf_*.json``): those runs take an hour or more on a CPU, so they are not
 repeated here; sets with no file stay marked as pending. Scores are cached under ``eval.CACHE_DIR`` (outside the
 checkout; ``--cache-dir`` moves it, and an empty folder there re-scores everything).
@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from ares_rerank import load_backbone
 from ares_rerank.backbones.selection import SelectingBackbone
-from ares_rerank.config import AresConfig
+from ares_rerank.estimator.config import AresConfig
 from ares_rerank.evaluation import METHOD_NAMES, ScoreCache, evaluate, fold_prevalences, load_task, markdown_table
 from ares_rerank.evaluation.bon import bon_markdown, evaluate_bon
 from ares_rerank.evaluation.plots import (
@@ -32,7 +32,7 @@ from ares_rerank.evaluation.plots import (
 )
 from ares_rerank.evaluation.report import pm, results_markdown
 from ares_rerank.evaluation.tasks.bon import load_bon_generated
-from ares_rerank.io import write_atomic
+from ares_rerank.utils.io import write_atomic
 from ares_rerank.scoring import score_chains
 
 from . import CACHE_DIR, ROOT as REPO
@@ -249,7 +249,8 @@ def pending_section() -> tuple[str, int]:
 
 BON_PLOT_ROWS = ("pass@N", "ares | weighted", "ares | best", "entail-prev | weighted", "entail-prev | best",
                  "majority", "random")
-BON_RECIPES_COMMAND = ("ares-rerank eval --task bon --generate recipes --backbone default --out eval/results/real "
+BON_RECIPES_COMMAND = ("ares-rerank eval --task bon --generate recipes --backbone default "
+                       "--output-dir eval/results/real "
                        "--cache-dir ~/.cache/ares-rerank/eval")
 
 

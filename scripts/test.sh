@@ -11,4 +11,6 @@ bash scripts/install_llama_server.sh
 bash scripts/install_frameworks.sh
 # Headless Chromium (Debian's package) for the step-score viewer's browser test.
 bash scripts/install_chromium.sh
+# Lint first (pyproject.toml [tool.ruff]): unused or undefined names fail before the tests run.
+python -m ruff check .
 python -m pytest -q "$@"

@@ -30,7 +30,7 @@ import pytest
 from test_rewards import last_word_entailed
 
 from ares_rerank import FunctionBackbone
-from ares_rerank.rerank import AresReranker
+from ares_rerank.rerank.reranker import AresReranker
 from ares_rerank.rewards import AresReward, AsyncAresReward, async_ares_reward
 
 

@@ -30,7 +30,7 @@ def continuation_logp(model, prompt_ids, answer_ids):
 
 
 def test_causal_lm_needs_a_kind(tiny_causal_lm_path):
-    with pytest.raises(ValueError, match="kind='judge'\).*kind='prm-causal'"):
+    with pytest.raises(ValueError, match=r"kind='judge'\).*kind='prm-causal'"):
         load_backbone(tiny_causal_lm_path)
 
 

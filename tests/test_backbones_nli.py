@@ -220,7 +220,7 @@ def test_save_pretrained_into_an_earlier_heads_folder_writes_this_heads_record(t
     default head carried the default head's test metrics, provenance and premise selection (found by an audit)."""
     import warnings
 
-    from ares_rerank.backbones.hub import CALIBRATION_FILE
+    from ares_rerank.calibration import CALIBRATION_FILE
 
     folder = tmp_path / "reused"
     load_backbone(str(tiny_nli_path), kind="nli", device="cpu", premise_selection="relevant-words:6",
@@ -245,7 +245,7 @@ def test_a_bad_value_read_from_the_calibration_file_names_the_file(tiny_nli_path
     """"premise_selection='relevent:6' is unknown" named a parameter the user never passed (found by an audit)."""
     import shutil
 
-    from ares_rerank.backbones.hub import CALIBRATION_FILE
+    from ares_rerank.calibration import CALIBRATION_FILE
 
     folder = shutil.copytree(tiny_nli_path, tmp_path / "head")
     (folder / CALIBRATION_FILE).write_text(json.dumps({"temperature": 1.0, "premise_selection": "relevent:6"}))
@@ -261,7 +261,7 @@ def test_an_interrupted_save_leaves_the_folder_as_it_was(tiny_nli_path, tmp_path
     """Weights were written in place and the calibration last: a save stopped in between left the new weights with
     the earlier head's calibration (found by an audit). Now the head is staged beside the folder and moved in."""
     from ares_rerank.backbones import nli
-    from ares_rerank.backbones.hub import CALIBRATION_FILE
+    from ares_rerank.calibration import CALIBRATION_FILE
 
     folder = tmp_path / "head"
     load_backbone(str(tiny_nli_path), kind="nli", device="cpu", temperature=3.0).save_pretrained(folder)

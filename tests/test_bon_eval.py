@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from ares_rerank.answers import AnswerMatcher
+from ares_rerank.rerank.answers import AnswerMatcher
 from ares_rerank.backbones.oracle import ClaimTreesOracle
 from ares_rerank.data.bon import claimtrees_answer, claimtrees_bon, recipe_answer
 from ares_rerank.evaluation.bon import evaluate_bon, n_values, pass_at_k
@@ -144,7 +144,8 @@ def test_cli_eval_bon_writes_json_markdown_and_plot(tmp_path):
 
     source = write_jsonl(tmp_path / "sal.jsonl", SAL)
     out = tmp_path / "out"
-    args = ["eval", "--task", "bon", "--path", str(source), "--methods", "given", "--out", str(out), "--no-progress"]
+    args = ["eval", "--task", "bon", "--path", str(source), "--methods", "given", "--output-dir", str(out),
+            "--no-progress"]
     assert main(args + ["--name", "run"]) == 0
     results = json.loads((out / "run.json").read_text())
     assert results["rows"]["given | best"]["4"][0] == 0.5
@@ -152,7 +153,8 @@ def test_cli_eval_bon_writes_json_markdown_and_plot(tmp_path):
     assert (out / "run.png").read_bytes()[:4] == b"\x89PNG"
     assert main(args + ["--name", "run"]) == 0  # the same settings again: replaced
     assert main(args + ["--name", "run", "--subsets", "first"]) == 2  # other settings: refused before any work
-    assert main(["eval", "--task", "bon", "--out", str(out), "--no-progress"]) == 2  # neither --path nor --generate
+    # neither --path nor --generate
+    assert main(["eval", "--task", "bon", "--output-dir", str(out), "--no-progress"]) == 2
 
 
 def test_cli_eval_bon_on_a_generated_set_with_the_oracle(tmp_path, capsys):
@@ -160,7 +162,7 @@ def test_cli_eval_bon_on_a_generated_set_with_the_oracle(tmp_path, capsys):
 
     out = tmp_path / "out"
     assert main(["eval", "--task", "bon", "--generate", "claimtrees", "--n", "20", "--candidates", "4",
-                 "--backbone", "claimtrees-oracle", "--out", str(out), "--name", "ct", "--no-progress"]) == 0
+                 "--backbone", "claimtrees-oracle", "--output-dir", str(out), "--name", "ct", "--no-progress"]) == 0
     results = json.loads((out / "ct.json").read_text())
     assert results["n_values"] == [1, 2, 4] and results["task"]["num_problems"] == 20
     assert results["rows"]["ares | weighted"]["4"][0] == pytest.approx(results["rows"]["pass@N"]["4"][0])
@@ -191,7 +193,7 @@ def test_the_demo_head_on_candidates_outside_its_domain_is_said(tmp_path):
     import warnings
 
     from ares_rerank import load_backbone
-    from ares_rerank.domain import DemoBackboneWarning
+    from ares_rerank.backbones.demo import DemoBackboneWarning
 
     task = load_bon_file(write_jsonl(tmp_path / "sal.jsonl", SAL))
     with warnings.catch_warnings(record=True) as caught:
@@ -295,7 +297,7 @@ def test_cli_math_verify_agrees_with_standard_on_bare_latex_golds(tmp_path):
     out, rows = tmp_path / "out", {}
     for name in ("standard", "math-verify"):
         assert main(["eval", "--task", "bon", "--path", str(source), "--methods", "given", "--answer-fn", name,
-                     "--out", str(out), "--name", name, "--no-progress"]) == 0
+                     "--output-dir", str(out), "--name", name, "--no-progress"]) == 0
         rows[name] = json.loads((out / f"{name}.json").read_text())["rows"]
     assert rows["math-verify"] == rows["standard"]
     assert rows["math-verify"]["pass@N"]["16"][0] == pytest.approx(sum(map(any, truth)) / len(truth))
@@ -360,7 +362,7 @@ def test_subsets_first_reproduces_search_and_learn_weighted_naive_and_majority(t
     source = write_jsonl(tmp_path / "sal_grouped.jsonl", records)
     out = tmp_path / "out"
     base = ["eval", "--task", "bon", "--path", str(source), "--methods", "given", "--selections", "best,weighted",
-            "--out", str(out), "--no-progress"]
+            "--output-dir", str(out), "--no-progress"]
     assert main(base + ["--subsets", "first", "--name", "first"]) == 0
     first = json.loads((out / "first.json").read_text())
     assert first["subsets"] == "first" and first["aggregate"] == "final" and first["n_values"] == [1, 2, 4, 8, 16]
@@ -383,7 +385,7 @@ def test_subsets_flags_say_which_protocol_takes_them(tmp_path, capsys):
     from ares_rerank.cli import main
 
     source = write_jsonl(tmp_path / "sal.jsonl", SAL)
-    args = ["eval", "--task", "bon", "--path", str(source), "--methods", "given", "--out", str(tmp_path / "o"),
+    args = ["eval", "--task", "bon", "--path", str(source), "--methods", "given", "--output-dir", str(tmp_path / "o"),
             "--no-progress"]
     with pytest.raises(SystemExit) as done:
         main(args + ["--subsets", "8"])

@@ -256,7 +256,7 @@ def _stop_after_two_batches(argv: list[str], partial: Path, cwd: Path) -> None:
 
 
 def test_the_lock_is_released_by_the_os_and_refuses_a_second_holder(tmp_path):
-    from ares_rerank.io import ResumableOutput
+    from ares_rerank.utils.io import ResumableOutput
 
     output = tmp_path / "out.jsonl"
     lock = output.with_name(f".{output.name}.lock")
@@ -278,7 +278,8 @@ def test_eval_and_distributed_outputs_survive_a_full_disk(tmp_path):
     (results / "mine.md").write_text(OLD * 200)
     before = _snapshot(results)
     done = _cli(["eval", "--task", "claimtrees", "--length", "5", "--n", "20", "--methods", "ares,entail-prev",
-                 "--out", str(results), "--name", "mine", "--no-progress", "--overwrite"], tmp_path, max_bytes=3000)
+                 "--output-dir", str(results), "--name", "mine", "--no-progress", "--overwrite"], tmp_path,
+                max_bytes=3000)
     message = _one_line_error(done)
     assert "File too large" in message and f"{results}/" in message, message
     assert {k: v for k, v in _snapshot(results).items() if not k.startswith("cache")} == before
@@ -294,7 +295,7 @@ def test_eval_and_distributed_outputs_survive_a_full_disk(tmp_path):
 
 def test_a_folder_is_replaced_whole_or_not_at_all(tmp_path):
     """Heads are saved through atomic_folder: a save that fails leaves the previous head byte for byte."""
-    from ares_rerank.io import atomic_folder
+    from ares_rerank.utils.io import atomic_folder
 
     head = tmp_path / "head"
     head.mkdir()
@@ -315,7 +316,7 @@ def test_atomic_outputs_get_the_permissions_a_plain_write_would_not_tempfiles_pr
     """tempfile makes 0o600 files and 0o700 folders; results and saved heads must be readable like any output."""
     import os
 
-    from ares_rerank.io import atomic_folder, write_atomic
+    from ares_rerank.utils.io import atomic_folder, write_atomic
 
     old = os.umask(0o022)
     try:

@@ -108,7 +108,7 @@ def test_score_reads_a_byte_order_mark_and_says_when_there_is_nothing_to_score(t
 
 
 def test_chain_ids_are_strings_or_integers_and_null_means_the_line_number(tmp_path, capsys):
-    from ares_rerank.io import read_chains
+    from ares_rerank.chain import read_chains
 
     src = tmp_path / "ids.jsonl"
     rows = [{"id": None, "base_claims": [], "steps": ["a"]}, {"id": 7, "base_claims": [], "steps": ["b"]}]

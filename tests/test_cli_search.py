@@ -84,7 +84,7 @@ def test_search_runs_as_a_command_with_a_tiny_qwen2(tiny_causal_lm_path, problem
     out = tmp_path / "out.jsonl"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)]), "HF_HUB_OFFLINE": "1"}
     argv = [sys.executable, "-m", "ares_rerank.cli", "search", str(tiny_causal_lm_path), "--problems", str(problems),
-            "--method", "beam", "--n", "4", "--beam-width", "2", "--output", str(out), *BACKBONE, *TINY_RUN]
+            "--approach", "beam-search", "--n", "4", "--beam-width", "2", "--output", str(out), *BACKBONE, *TINY_RUN]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr
     rows = read(out)
@@ -107,7 +107,7 @@ def test_search_runs_as_a_command_with_a_tiny_qwen2(tiny_causal_lm_path, problem
 
 def test_best_of_n_with_early_rejection_and_dvts(tiny_causal_lm_path, problems, tmp_path, capsys):
     plain, hard = tmp_path / "plain.jsonl", tmp_path / "hard.jsonl"
-    common = [str(tiny_causal_lm_path), "--problems", str(problems), "--method", "best-of-n", "--n", "3",
+    common = [str(tiny_causal_lm_path), "--problems", str(problems), "--approach", "best-of-n", "--n", "3",
               *BACKBONE, *TINY_RUN]
     assert main(["search", *common, "--output", str(plain)]) == 0
     # every step of this backbone scores at most 0.95: with threshold 0.99 each candidate stops at its first step
@@ -123,7 +123,7 @@ def test_best_of_n_with_early_rejection_and_dvts(tiny_causal_lm_path, problems, 
         assert cut["stopped"] == [bool(s) for s in cut["steps"]] and cut["stats"]["stopped"] == sum(cut["stopped"])
         assert cut["stats"]["steps"] == sum(map(len, cut["steps"])) <= full["stats"]["steps"]
     out = tmp_path / "dvts.jsonl"
-    assert main(["search", *common[:3], "--method", "dvts", "--n", "4", "--beam-width", "2", "--lookahead", "1",
+    assert main(["search", *common[:3], "--approach", "dvts", "--n", "4", "--beam-width", "2", "--lookahead", "1",
                  "--output", str(out), *BACKBONE, *TINY_RUN]) == 0
     for row in read(out):
         check_record(row, 4)
@@ -158,7 +158,7 @@ def test_conversational_prompts_go_through_the_chat_template(tiny_causal_lm_path
     path.write_text("".join(json.dumps({"id": f"p{i}", "messages": [m], "answer": "x"}) + "\n"
                             for i, m in enumerate(messages)))
     assert main(["search", str(tiny_causal_lm_path), "--problems", str(path), "--prompt-key", "messages",
-                 "--method", "best-of-n", "--n", "2", "--output", str(out), *BACKBONE, *TINY_RUN]) == 0
+                 "--approach", "best-of-n", "--n", "2", "--output", str(out), *BACKBONE, *TINY_RUN]) == 0
     rows = read(out)
     assert [r["messages"] for r in rows] == [[m] for m in messages] and "prompt" not in rows[0]
     for row in rows:
@@ -203,7 +203,8 @@ def test_search_with_vllm(problems, tmp_path, monkeypatch, capsys):
     module.LLM, module.SamplingParams = LLM, SamplingParams
     monkeypatch.setitem(sys.modules, "vllm", module)
     out = tmp_path / "out.jsonl"
-    assert main(["search", "org/served-model", "--problems", str(problems), "--engine", "vllm", "--method", "beam",
+    assert main(["search", "org/served-model", "--problems", str(problems), "--engine", "vllm",
+                 "--approach", "beam-search",
                  "--n", "4", "--beam-width", "2", "--temperature", "0.7", "--max-step-tokens", "32",
                  "--model-options", '{"gpu_memory_utilization": 0.5}', "--backbone", "test_cli_search:Quality",
                  "--mode", "exact", "--output", str(out), "--no-progress"]) == 0
@@ -224,10 +225,13 @@ def test_search_with_vllm(problems, tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize("extra, message", [
     (["--n", "0"], "--n=0 must be a positive integer"),
     (["--beam-width", "16"], "--beam-width=16 must be at most --n=8"),
-    (["--method", "dvts", "--n", "6"], "--n=6 must be a multiple of --beam-width=4 (n // m subtrees of m expansions), "
+    (["--approach", "dvts", "--n", "6"],
+     "--n=6 must be a multiple of --beam-width=4 (n // m subtrees of m expansions), "
                                        "e.g. --n 4"),
-    (["--rejection", "hard"], "--rejection hard applies to --method best-of-n"),
-    (["--method", "best-of-n", "--lookahead", "2"], "--lookahead applies to --method beam or dvts, not best-of-n"),
+    (["--rejection", "hard"], "--rejection hard applies to --approach best-of-n"),
+    (["--approach", "best-of-n", "--lookahead", "2"],
+     "--lookahead applies to --approach beam-search or dvts, not best-of-n"),
+    (["--method", "beam", "--approach", "dvts"], "--method beam and --approach dvts are both given"),
     (["--keep", "2"], "--keep=2 applies to --rejection soft"),
     (["--step-separator", "sentences"], "--step-separator='sentences': generation stops each step at a literal"),
     (["--temperature", "0"], "--temperature=0.0 must be > 0"),
@@ -264,3 +268,14 @@ def test_a_model_that_is_not_there(problems, tmp_path, capsys):
     assert line.startswith("ares-rerank search: error: MODEL ") and "no-such-model" in line
     assert main(["search", "MODEL", *BACKBONE]) == 2
     assert "no problems: give --problems FILE.jsonl" in capsys.readouterr().err
+
+
+def test_the_old_method_flag_still_works_with_a_deprecation_warning(tiny_causal_lm_path, tmp_path, capsys):
+    """``--method beam`` (the spelling before ``--approach``) runs beam search and says what to write instead."""
+    problems = tmp_path / "p.jsonl"
+    problems.write_text(json.dumps({"prompt": "Let x = 3."}) + "\n")
+    out = tmp_path / "out.jsonl"
+    assert main(["search", str(tiny_causal_lm_path), "--problems", str(problems), "--method", "beam", "--n", "2",
+                 "--beam-width", "2", "--output", str(out), *BACKBONE, *TINY_RUN]) == 0
+    assert "--method is deprecated: use --approach beam-search" in capsys.readouterr().err
+    assert json.loads(out.read_text().splitlines()[0])["method"] == "beam-search"

@@ -10,7 +10,7 @@ import pytest
 
 from ares_rerank import AresReranker, AresReward, DemoBackboneWarning, FunctionBackbone, load_backbone
 from ares_rerank.backbones.loading import DEFAULT_HEAD_DIR
-from ares_rerank.domain import is_demo_backbone, off_domain_reason
+from ares_rerank.backbones.demo import is_demo_backbone, off_domain_reason
 
 
 MATH_PROMPT = "A rectangle is 3 m wide and 4.5 m long. What is its area?"
@@ -136,7 +136,7 @@ def test_the_eval_command_says_so_last_on_stderr(tmp_path, capsys):
     from ares_rerank.cli import main
 
     argv = ["eval", "--task", "processbench", "--path", str(_math_task_file(tmp_path)), "--backbone", "default",
-            "--methods", "ares", "--out", str(tmp_path / "out"), "--no-progress", "--no-cache"]
+            "--methods", "ares", "--output-dir", str(tmp_path / "out"), "--no-progress", "--no-cache"]
     assert main(argv) == 0
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith(

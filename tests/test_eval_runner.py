@@ -12,7 +12,7 @@ from helpers import shared_data
 from ares_rerank.backbones.base import FunctionBackbone
 from ares_rerank.backbones.oracle import ClaimTreesOracle
 from ares_rerank.cli import main as cli_main
-from ares_rerank.config import AresConfig
+from ares_rerank.estimator.config import AresConfig
 from ares_rerank.evaluation import ScoreCache, evaluate, load_task, method_key, score_cached
 from ares_rerank.scoring import score_chains
 from eval.bench_perf import benchmark, perf_markdown
@@ -31,7 +31,8 @@ class CountingOracle:
 
 def test_runner_end_to_end_writes_json_and_markdown(tmp_path, capsys):
     argv = ["--task", "claimtrees", "--length", "5", "--n", "10", "--backbone", "claimtrees-oracle",
-            "--methods", "ares,entail-prev", "--out", str(tmp_path / "out"), "--cache-dir", str(tmp_path / "cache"),
+            "--methods", "ares,entail-prev", "--output-dir", str(tmp_path / "out"),
+            "--cache-dir", str(tmp_path / "cache"),
             "--name", "run", "--no-progress"]
     assert cli_main(["eval", *argv]) == 0
     results = json.loads((tmp_path / "out" / "run.json").read_text())
@@ -116,14 +117,15 @@ def test_evaluate_checks_its_arguments_and_a_cache_needs_a_backbone_name(tmp_pat
 
 def test_ares_rerank_eval_subcommand(tmp_path, capsys):
     code = cli_main(["eval", "--task", "claimtrees", "--length", "5", "--n", "5", "--methods", "ares",
-                     "--out", str(tmp_path), "--no-cache", "--name", "cli", "--no-progress"])
+                     "--output-dir", str(tmp_path), "--no-cache", "--name", "cli", "--no-progress"])
     assert code == 0 and (tmp_path / "cli.json").is_file()
     assert "ClaimTrees-5" in capsys.readouterr().out
 
 
 def test_eval_subcommand_sample(tmp_path, capsys):
     code = cli_main(["eval", "--task", "claimtrees", "--length", "5", "--n", "20", "--sample", "6", "--sample-seed",
-                     "1", "--methods", "ares", "--out", str(tmp_path), "--no-cache", "--name", "s", "--no-progress"])
+                     "1", "--methods", "ares", "--output-dir", str(tmp_path), "--no-cache", "--name", "s",
+                     "--no-progress"])
     results = json.loads((tmp_path / "s.json").read_text())
     assert code == 0 and results["task"]["info"]["sample"] == {"k": 6, "seed": 1, "of": 20}
     assert "sample 6/20" in capsys.readouterr().out
@@ -132,7 +134,7 @@ def test_eval_subcommand_sample(tmp_path, capsys):
 def test_eval_keeps_results_of_other_settings_unless_overwrite(tmp_path, capsys):
     """Every run of a task and backbone writes one file name; a run with another --n, --eps or --methods replaced
     the earlier results without a word."""
-    base = ["eval", "--task", "claimtrees", "--length", "4", "--methods", "ares", "--out", str(tmp_path),
+    base = ["eval", "--task", "claimtrees", "--length", "4", "--methods", "ares", "--output-dir", str(tmp_path),
             "--no-cache", "--no-progress"]
     assert cli_main([*base, "--n", "5"]) == 0
     path = next(tmp_path.glob("*.json"))
@@ -152,7 +154,8 @@ def test_eval_length_beyond_the_names_names_the_flag(tmp_path, capsys):
     from ares_rerank.data.claimtrees import name_capacity
 
     assert name_capacity(2) == 936 and name_capacity(1) == 26
-    assert cli_main(["eval", "--task", "claimtrees", "--length", "3000", "--out", str(tmp_path), "--no-progress"]) == 2
+    assert cli_main(["eval", "--task", "claimtrees", "--length", "3000", "--output-dir", str(tmp_path),
+                     "--no-progress"]) == 2
     assert "length=3000 is more states than the paper's two-character names give (936)" in capsys.readouterr().err
 
 
@@ -169,7 +172,7 @@ def test_eval_name_and_cache_dir_are_checked_before_any_work(tmp_path, capsys):
     the task and backbone were loaded, with "Not a directory: <file>/<task>/<backbone>" naming no flag."""
     out, blocker = tmp_path / "out", tmp_path / "file"
     blocker.write_text("x")
-    base = ["eval", "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "ares", "--out", str(out),
+    base = ["eval", "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "ares", "--output-dir", str(out),
             "--no-progress"]
     for name in ("../../x", "a/b", "", ".."):
         assert cli_main([*base, "--name", name]) == 2
@@ -184,7 +187,7 @@ def test_a_folder_in_place_of_a_results_file_is_refused_before_any_work(tmp_path
     """A folder named <out>/<name>.json failed after the work with "Is a directory: <out>/.r.json.xxxx.tmp"."""
     out = tmp_path / "out"
     (out / f"r{suffix}").mkdir(parents=True)
-    code = cli_main(["eval", "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "ares", "--out",
+    code = cli_main(["eval", "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "ares", "--output-dir",
                      str(out), "--name", "r", "--no-progress"])
     assert code == 2
     assert f"--out: {str(out / f'r{suffix}')!r} is a folder where the results file is" in capsys.readouterr().err
@@ -306,14 +309,15 @@ def test_backbone_options_reach_load_backbone_and_the_cache_key(tmp_path, tiny_n
 
     code = cli_main(["eval", "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "entail-prev",
                         "--backbone", str(tiny_nli_path), "--kind", "nli", "--backbone-options",
-                        '{"overlong_steps": "truncate", "max_length": 24}', "--out", str(tmp_path), "--name", "o",
+                        '{"overlong_steps": "truncate", "max_length": 24}', "--output-dir", str(tmp_path),
+                        "--name", "o",
                         "--cache-dir", str(tmp_path / "cache"), "--no-progress"])
     results = json.loads((tmp_path / "o.json").read_text())
     assert code == 0 and results["backbone_options"] == {"overlong_steps": "truncate", "max_length": 24}
     plain = backbone_cache_key(str(tiny_nli_path), "nli")
     assert backbone_cache_key(str(tiny_nli_path), "nli", {"overlong_steps": "truncate"}) != plain
     assert cli_main(["eval", "--task", "claimtrees", "--n", "2", "--backbone-options", "[1]", "--no-progress",
-                     "--out", str(tmp_path)]) == 2
+                     "--output-dir", str(tmp_path)]) == 2
     assert "--backbone-options='[1]' must be a JSON object" in capsys.readouterr().err
 
 
@@ -323,7 +327,7 @@ def test_dtype_flag_loads_the_model_in_that_dtype_and_keys_the_cache(tmp_path, t
     from ares_rerank.commands import options
 
     argv = ["eval", "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "entail-prev", "--backbone",
-            str(tiny_nli_path), "--kind", "nli", "--dtype", "bfloat16", "--out", str(tmp_path), "--name", "bf",
+            str(tiny_nli_path), "--kind", "nli", "--dtype", "bfloat16", "--output-dir", str(tmp_path), "--name", "bf",
             "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
     assert cli_main(argv) == 0
     assert json.loads((tmp_path / "bf.json").read_text())["backbone_options"] == {"dtype": "bfloat16"}
@@ -416,3 +420,12 @@ def test_machine_description_names_the_gpu_only_where_torch_sees_one(monkeypatch
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "Test Accelerator 9000")
     assert ", GPU: Test Accelerator 9000, Python" in machine_description()
+
+
+def test_the_old_out_flag_still_works_with_a_deprecation_warning(tmp_path, capsys):
+    """``--out`` (the spelling before ``--output-dir``, one name for every results folder) still writes there."""
+    argv = ["eval", "--task", "claimtrees", "--length", "5", "--n", "10", "--backbone", "claimtrees-oracle",
+            "--methods", "ares", "--out", str(tmp_path / "old"), "--no-cache", "--name", "run", "--no-progress"]
+    assert cli_main(argv) == 0
+    assert "--out is deprecated: use --output-dir" in capsys.readouterr().err
+    assert (tmp_path / "old" / "run.json").is_file()

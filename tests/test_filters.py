@@ -6,8 +6,8 @@ import pytest
 from datasets import Dataset
 
 from ares_rerank import FunctionBackbone
-from ares_rerank.filters import AresFilter, filter_completions
-from ares_rerank.rerank import AresReranker
+from ares_rerank.rerank.filters import AresFilter, filter_completions
+from ares_rerank.rerank.reranker import AresReranker
 
 
 def word_share(premises: list[list[str]], hypotheses: list[str]) -> list[float]:

@@ -11,8 +11,8 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ares_rerank import FunctionBackbone
-from ares_rerank.generation import BestOfN, best_of_n
-from ares_rerank.rerank import AresReranker
+from ares_rerank.rerank.best_of_n import BestOfN, best_of_n
+from ares_rerank.rerank.reranker import AresReranker
 
 
 def char_overlap(premises: list[list[str]], hypotheses: list[str]) -> list[float]:

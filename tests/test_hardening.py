@@ -13,14 +13,14 @@ import tracemalloc
 import pytest
 
 from ares_rerank import AresConfig, Chain, FunctionBackbone, sample_size, score_chains
-from ares_rerank import config as config_module
-from ares_rerank.backbones.hub import CALIBRATION_FILE, read_calibration
+from ares_rerank.estimator import config as config_module
+from ares_rerank.calibration import CALIBRATION_FILE, read_calibration
 from ares_rerank.calibration import write_calibration
 from ares_rerank.evaluation import ScoreCache, method_key, score_cached
 from ares_rerank.evaluation import cache as cache_module
-from ares_rerank.filters import AresFilter
-from ares_rerank.io import read_chains
-from ares_rerank.rerank import AresReranker
+from ares_rerank.rerank.filters import AresFilter
+from ares_rerank.chain import read_chains
+from ares_rerank.rerank.reranker import AresReranker
 from ares_rerank.rewards import AresReward
 from helpers import HashBackbone
 
@@ -289,7 +289,7 @@ def test_a_broken_link_at_the_calibration_file_is_an_error_naming_it(tiny_nli_pa
 
 def test_a_huge_calibration_file_is_refused_before_it_is_read(tmp_path, monkeypatch):
     """A 2 GiB calibration file was read whole (4.5 GB of memory)."""
-    from ares_rerank.backbones import hub
+    from ares_rerank import calibration  # the calibration file format lives in calibration.py
 
     path = tmp_path / CALIBRATION_FILE
     with open(path, "wb") as handle:  # sparse: 2 GiB long, no disk used
@@ -302,7 +302,7 @@ def test_a_huge_calibration_file_is_refused_before_it_is_read(tmp_path, monkeypa
     assert str(path) in str(info.value) and peak < 1 << 20
     path.write_text(json.dumps({"temperature": 1.3, "note": "x" * 1000}))
     assert read_calibration(tmp_path)["temperature"] == 1.3
-    monkeypatch.setattr(hub, "MAX_CALIBRATION_BYTES", 100)  # the bound itself, on a small file
+    monkeypatch.setattr(calibration, "MAX_CALIBRATION_BYTES", 100)  # the bound itself, on a small file
     with pytest.raises(ValueError, match="more than a file of this kind can be"):
         read_calibration(tmp_path)
 
@@ -384,7 +384,7 @@ def test_a_fifo_as_a_tokenizer_file_is_an_error_naming_it(tiny_nli_path, tmp_pat
 def test_staging_folders_of_killed_saves_are_removed_by_the_next_save(tmp_path):
     """A head save killed mid-way left .<name>.saving-* beside the head, and nothing ever removed it."""
     from ares_rerank.backbones.loading import load_backbone
-    from ares_rerank.io import atomic_folder
+    from ares_rerank.utils.io import atomic_folder
 
     dead = 4_194_305  # above Linux's largest pid: no such process
     folder = tmp_path / "head"
@@ -549,7 +549,7 @@ def test_cache_in_a_read_only_folder_is_still_read(tmp_path, monkeypatch):
 
 
 def test_max_masks_has_an_upper_bound():
-    from ares_rerank.config import MAX_MASKS
+    from ares_rerank.estimator.config import MAX_MASKS
 
     with pytest.raises(ValueError, match=r"max_masks=.*\[1, 65536\]"):
         AresConfig(max_masks=MAX_MASKS + 1)
@@ -576,7 +576,7 @@ def test_numpy_scalars_are_accepted_and_stored_as_python_numbers():
 
     import numpy as np
 
-    from ares_rerank import config as settings
+    from ares_rerank.estimator import config as settings
     from ares_rerank.estimator import AresConfig  # defined in config.py, still importable where users found it
 
     assert AresConfig is settings.AresConfig
@@ -601,7 +601,7 @@ def test_one_long_uncertain_chain_is_refused_at_max_evaluations_and_the_others_s
     import hashlib
 
     from ares_rerank import AresReranker, AresReward, Chain, FunctionBackbone, score_chains
-    from ares_rerank.config import AresConfig
+    from ares_rerank.estimator.config import AresConfig
 
     def uncertain(premises, hypotheses):  # deterministic, in (0.05, 0.95): every mask matters
         return [0.05 + 0.9 * int(hashlib.md5(("|".join(p) + h).encode()).hexdigest()[:6], 16) / 0xFFFFFF
@@ -628,7 +628,7 @@ def test_one_long_uncertain_chain_is_refused_at_max_evaluations_and_the_others_s
 def test_the_sample_memory_bound_counts_the_per_trajectory_temporaries():
     """The bound counted the N x claims mask matrix only: a 1-step chain at N = 16.6 M was "33 MB" and peaked at
     683 MB (float64 draws, int64 sums and indices: ~40 bytes a trajectory), so the 1 GiB bound allowed ~20 GiB."""
-    from ares_rerank.config import MAX_SAMPLE_BYTES, SAMPLE_ROW_BYTES, AresConfig, sample_size
+    from ares_rerank.estimator.config import MAX_SAMPLE_BYTES, SAMPLE_ROW_BYTES, AresConfig, sample_size
 
     eps = 2.2e-4  # N ~ 31 M for one step: 31 MB of mask matrix, ~1.3 GB in all
     assert sample_size(1, eps, 0.1) * 2 < MAX_SAMPLE_BYTES < sample_size(1, eps, 0.1) * (1 + SAMPLE_ROW_BYTES)

@@ -12,8 +12,8 @@ import tracemalloc
 import pytest
 
 from ares_rerank import AresConfig, Chain, FunctionBackbone
-from ares_rerank.filters import AresFilter
-from ares_rerank.rerank import AresReranker
+from ares_rerank.rerank.filters import AresFilter
+from ares_rerank.rerank.reranker import AresReranker
 from ares_rerank.rewards import AresReward, AsyncAresReward
 from ares_rerank.scoring import score_chains
 

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from ares_rerank import AresConfig, Chain, FunctionBackbone, score_chains
-from ares_rerank.filters import AresFilter
-from ares_rerank.rerank import AresReranker
+from ares_rerank.rerank.filters import AresFilter
+from ares_rerank.rerank.reranker import AresReranker
 from ares_rerank.rewards import AresReward
 from ares_rerank.scoring import METHODS
 

@@ -8,10 +8,10 @@ import random
 import pytest
 
 from ares_rerank import AresConfig, ClaimTreesOracle, FunctionBackbone, sample_size
-from ares_rerank import rerank as rerank_module
+from ares_rerank.rerank import reranker as rerank_module
 from ares_rerank.aggregate import AGGREGATES, aggregate_scores, get_aggregate
 from ares_rerank.data.claimtrees import claimtrees_vanilla
-from ares_rerank.rerank import AresReranker, message_text, resolve_backbone
+from ares_rerank.rerank.reranker import AresReranker, message_text, resolve_backbone
 
 
 def last_word_entailed(premises: list[list[str]], hypotheses: list[str]) -> list[float]:

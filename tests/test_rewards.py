@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from ares_rerank import ClaimTreesOracle, FunctionBackbone
-from ares_rerank import rerank as rerank_module
+from ares_rerank.rerank import reranker as rerank_module
 from ares_rerank import rewards
-from ares_rerank.rerank import AresReranker
+from ares_rerank.rewards import default as rewards_default
+from ares_rerank.rerank.reranker import AresReranker
 from ares_rerank.rewards import BACKBONE_ENV, AresReward, ares_reward, configure_default, default_reranker
 
 
@@ -141,10 +142,10 @@ def test_logs_through_trl_callbacks(reward):
     )
     assert values == [0.0, 1.0, None]
     logged = dict(metrics)
-    assert logged["ares_final/scored_frac"] == pytest.approx(2 / 3)
-    assert logged["ares_final/num_steps_mean"] == pytest.approx(1.5)
-    assert logged["ares_final/flagged_step_frac"] == pytest.approx(1 / 3)
-    assert logged["ares_final/evaluations_mean"] == pytest.approx(1.5)
+    assert logged["ares_final/scored"] == pytest.approx(2 / 3)
+    assert logged["ares_final/num_steps"] == pytest.approx(1.5)
+    assert logged["ares_final/flagged_frac"] == pytest.approx((1 / 2 + 0) / 2)  # the mean of each chain's fraction
+    assert logged["ares_final/evaluations"] == pytest.approx(1.5)
     assert extras == {"ares_final/num_steps": [2, 1, None], "ares_final/first_error": [1, -1, None]}
     quiet = AresReward(reward.reranker, log_stats=False)
     quiet(["a"], ["so a"], log_metric=lambda *a: pytest.fail("logged with log_stats=False"))
@@ -183,7 +184,7 @@ def test_default_backbone_overrides(monkeypatch):
     monkeypatch.setenv(BACKBONE_ENV, "path/to/head")
     assert default_reranker().backbone.__class__ is ClaimTreesOracle and loads == ["path/to/head"]
     configure_default(FunctionBackbone(last_word_entailed), prompt_split="lines", method="entail-prev")
-    assert rewards._default is None  # reconfiguring drops the built reranker; nothing loads until the next call
+    assert rewards_default._default is None  # reconfiguring drops the built reranker; nothing loads until the next call
     assert ares_reward(["a\nb"], ["so b"]) == [1.0]
     assert default_reranker().method == "entail-prev" and loads == ["path/to/head"]
 
@@ -193,7 +194,7 @@ def test_importing_rewards_loads_no_model():
         "import json, sys\n"
         "import ares_rerank.rewards as r\n"
         "print(json.dumps({'loaded': r.ares_reward.is_loaded, 'transformers': 'transformers' in sys.modules,"
-        " 'default': r._default is not None}))\n"
+        " 'default': r.default.default_is_built()}))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO_ROOT,
@@ -308,7 +309,7 @@ def test_async_reward_values_logging_and_pickling_match_the_sync_reward():
     metrics = []
     values = asyncio.run(async_(*args, log_metric=lambda name, value: metrics.append(name)))
     assert values == sync(*args) and values[2] is None
-    assert "ares_mean/scored_frac" in metrics and async_.__name__ == "ares_mean"
+    assert "ares_mean/scored" in metrics and async_.__name__ == "ares_mean"
     clone = pickle.loads(pickle.dumps(async_))
     assert asyncio.run(clone(*args)) == values
     assert rewards.async_ares_reward.__name__ == "ares_reward_async" and not rewards.async_ares_reward.is_loaded
@@ -343,8 +344,8 @@ def test_the_backbone_lock_registry_lets_dead_backbones_go():
     backbone = FunctionBackbone(last_word_entailed)
     lock = rewards.backbone_lock(backbone)
     assert rewards.backbone_lock(backbone) is lock
-    alive, before = weakref.ref(backbone), len(rewards._backbone_locks)
+    alive, before = weakref.ref(backbone), len(rewards_default._backbone_locks)
     del backbone, lock
     gc.collect()
     assert alive() is None  # the registry held no reference to it
-    assert len(rewards._backbone_locks) <= before - 1  # its entry went with it (others may have too)
+    assert len(rewards_default._backbone_locks) <= before - 1  # its entry went with it (others may have too)

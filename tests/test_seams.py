@@ -1,4 +1,5 @@
-"""Seams between modules: no module reaches into another's private names, and ``ares_rerank`` has no import cycle.
+"""Seams between modules: no module reaches into another's private names, ``ares_rerank`` has no import cycle, and
+the rooms import only the rooms below them (:data:`LAYERS`).
 
 Both checks read the source with :mod:`ast` (nothing is imported or run), so they are cheap and offline.
 
@@ -202,8 +203,87 @@ def test_no_module_reaches_into_another_modules_private_names():
     assert not offenders, "private names used across modules (give them a public name):\n" + "\n".join(offenders)
 
 
+# -- the rooms and their order --------------------------------------------------------------------------------------
+# The pipeline, bottom up: a module imports only modules of its own layer or lower ones (docs/STYLE order:
+# utils <- chain <- estimator / backbones <- scoring <- rerank <- rewards / search <- training / evaluation <-
+# commands). A prefix names a module and everything below it.
+LAYERS = (
+    ("utils", ("ares_rerank.utils",)),
+    ("text", ("ares_rerank.chain", "ares_rerank.chat_templates", "ares_rerank.calibration", "ares_rerank.data")),
+    ("estimator and backbones", ("ares_rerank.estimator", "ares_rerank.backbones")),
+    ("scoring", ("ares_rerank.scoring", "ares_rerank.baselines", "ares_rerank.aggregate", "ares_rerank.engines")),
+    ("rerank", ("ares_rerank.rerank",)),
+    ("rewards, search, viewer", ("ares_rerank.rewards", "ares_rerank.search", "ares_rerank.viewer",
+                                 "ares_rerank.streaming", "ares_rerank.verl")),
+    ("training and evaluation", ("ares_rerank.training", "ares_rerank.evaluation")),
+    ("commands", ("ares_rerank.commands", "ares_rerank.cli", "ares_rerank.distributed")),
+)
+# Arrows that run up, each on purpose: (from, to) -> why. Imported inside a function, never at import time.
+UPWARD_ALLOWED = {
+    ("ares_rerank.chain", "ares_rerank.viewer"): "ChainScores._repr_html_ draws itself with the viewer, imported "
+                                                  "when a notebook displays one",
+}
+
+
+def layer_of(module: str) -> int | None:
+    """The index in :data:`LAYERS` of ``module`` (the package's own ``__init__`` sits above them all)."""
+    if module == PACKAGE:
+        return len(LAYERS)
+    for index, (_, prefixes) in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return index
+    return None
+
+
+def layer_offenders(graph: dict[str, set[str]]) -> list[str]:
+    """``a -> b`` for every import from a lower layer to a higher one, of a module in no layer, of ``utils`` into
+    the package, of the estimator into a backbone module other than the protocol (``backbones/base.py``), and of
+    ``commands/`` by anything but ``cli.py`` and ``commands/`` itself."""
+    out = []
+    for source, targets in sorted(graph.items()):
+        if layer_of(source) is None:
+            out.append(f"{source}: in no layer of LAYERS (put it in a room)")
+            continue
+        for target in sorted(targets):
+            edge = (source, target)
+            if edge in UPWARD_ALLOWED:
+                continue
+            if layer_of(target) > layer_of(source):
+                out.append(f"{source} -> {target}: from {LAYERS[layer_of(source)][0]} up to "
+                           f"{LAYERS[layer_of(target)][0]}")
+            elif source.startswith("ares_rerank.utils.") and not target.startswith("ares_rerank.utils"):
+                out.append(f"{source} -> {target}: utils/ imports nothing of the package")
+            elif (source.startswith("ares_rerank.estimator") and target.startswith("ares_rerank.backbones")
+                  and target != "ares_rerank.backbones.base"):
+                out.append(f"{source} -> {target}: the estimator reads only the backbone protocol (backbones/base.py)")
+            elif (target.startswith("ares_rerank.commands") and not source.startswith("ares_rerank.commands")
+                  and source not in ("ares_rerank.cli", "ares_rerank.distributed")):
+                out.append(f"{source} -> {target}: only cli.py imports commands/")
+    return out
+
+
+def test_rooms_import_only_the_rooms_below_them():
+    offenders = layer_offenders(import_graph())
+    assert not offenders, "imports against the pipeline's order (tests/test_seams.py LAYERS):\n" + "\n".join(offenders)
+
+
+def test_the_layer_check_fails_on_a_planted_upward_import():
+    graph = import_graph()
+    planted = {**graph, "ares_rerank.utils.io": graph["ares_rerank.utils.io"] | {"ares_rerank.rerank.reranker"},
+               "ares_rerank.estimator.batch": graph["ares_rerank.estimator.batch"] | {"ares_rerank.backbones.nli"},
+               "ares_rerank.rerank.reranker": graph["ares_rerank.rerank.reranker"] | {"ares_rerank.commands.rank"},
+               "ares_rerank.newflat": set()}
+    found = layer_offenders(planted)
+    assert "ares_rerank.utils.io -> ares_rerank.rerank.reranker: from utils up to rerank" in found
+    assert any(line.startswith("ares_rerank.estimator.batch -> ares_rerank.backbones.nli") for line in found)
+    assert any(line.startswith("ares_rerank.rerank.reranker -> ares_rerank.commands.rank") for line in found)
+    assert "ares_rerank.newflat: in no layer of LAYERS (put it in a room)" in found
+
+
 def test_ares_rerank_has_no_import_cycle():
-    cycles = find_cycles(import_graph())
+    graph = {source: {t for t in targets if (source, t) not in UPWARD_ALLOWED} for source, targets in
+             import_graph().items()}
+    cycles = find_cycles(graph)
     assert not cycles, "import cycles (imports inside functions count):\n" + "\n".join(
         " -> ".join(cycle) for cycle in cycles
     )
@@ -241,13 +321,13 @@ def test_cycle_check_prints_one_shortest_cycle_per_tangle():
 def test_backbone_loading_and_its_shared_helpers_import_no_backbone_module():
     graph = import_graph()
     assert graph["ares_rerank.backbones.devices"] == set()  # device / dtype
-    assert graph["ares_rerank.io"] <= {"ares_rerank.chain"}  # folder and file helpers (chains read lazily)
-    assert graph["ares_rerank.chain"] == set()
-    # names, calibration, loading; the package folder (where the default head lies) from io, the one number check
-    # from config (itself a leaf beside chain)
-    assert graph["ares_rerank.config"] <= {"ares_rerank.chain"}
-    assert graph["ares_rerank.backbones.hub"] == {"ares_rerank.backbones.devices", "ares_rerank.io",
-                                                  "ares_rerank.config"}
+    assert graph["ares_rerank.utils.io"] == set()  # folder and file helpers: a leaf
+    assert graph["ares_rerank.utils.checks"] == set()
+    assert graph["ares_rerank.chain"] <= {"ares_rerank.utils.io", "ares_rerank.viewer"}  # JSONL read; notebook view
+    assert graph["ares_rerank.calibration"] <= {"ares_rerank.utils.io", "ares_rerank.utils.checks"}  # the file format
+    assert graph["ares_rerank.estimator.config"] <= {"ares_rerank.chain", "ares_rerank.utils.checks"}
+    assert graph["ares_rerank.backbones.hub"] == {"ares_rerank.backbones.devices", "ares_rerank.utils.io",
+                                                  "ares_rerank.calibration"}
     # the cache keys pairs after premise selection, checked by the protocol module's check_pairs (a leaf)
     assert graph["ares_rerank.backbones.base"] == set()
     assert graph["ares_rerank.backbones.cache"] <= {"ares_rerank.backbones.selection", "ares_rerank.backbones.base"}

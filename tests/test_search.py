@@ -12,7 +12,7 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ares_rerank import AresConfig, AresReranker, ClaimTreesOracle, FunctionBackbone
-from ares_rerank.answers import answer_matcher
+from ares_rerank.rerank.answers import answer_matcher
 from ares_rerank.evaluation.search import evaluate_search, search_markdown
 from ares_rerank.evaluation.simulated import SimulatedPolicy, claimtrees_simulation
 from ares_rerank.search import (
@@ -257,7 +257,7 @@ def test_a_real_search_run_with_the_tiny_qwen2(lm):
         assert all(" " not in step for steps in result.steps for step in steps)
         assert result.stats.tokens >= result.stats.steps and result.stats.evaluations >= 1
         assert result.best == " ".join(result.steps[result.best_index])
-    rejected = stepwise_best_of_n(generator, prompts, reranker, 3, max_steps=3, threshold=0.99)
+    rejected = stepwise_best_of_n(generator, prompts, reranker, 3, num_iterations=3, threshold=0.99)
     for result in rejected:  # every step of this model scores below 0.99: each candidate stops at its first
         assert all(len(s) <= 1 for s in result.steps)
         assert result.stats.stopped == sum(result.stopped) == sum(1 for s in result.steps if s)

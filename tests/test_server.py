@@ -34,9 +34,9 @@ from hypothesis import given, settings, strategies as st
 from ares_rerank import AresReranker, ClaimTreesOracle, FunctionBackbone
 from ares_rerank.chat_templates import strip_end_markers
 from ares_rerank.cli import main
-from ares_rerank.openrlhf import DEFAULT_END_MARKERS, split_query
+from ares_rerank.rewards.openrlhf import DEFAULT_END_MARKERS, split_query
 from ares_rerank.rewards import AresReward
-from ares_rerank.server import RewardServer, ServeConfig
+from ares_rerank.rewards.server import RewardServer, ServeConfig
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -178,7 +178,8 @@ def test_eight_concurrent_clients_get_exactly_their_own_rewards_equal_to_ares_re
         assert answer["rewards"] == rewards, key
         assert answer["scores"] == rewards
         logs = answer["extra_logs"]
-        assert set(logs) == {"ares_scored", "ares_num_steps", "ares_first_error", "ares_flagged_frac"}
+        assert set(logs) == {"ares_scored", "ares_num_steps", "ares_first_error", "ares_flagged_frac",
+                             "ares_evaluations"}
         assert all(len(values) == len(rewards) for values in logs.values())
         assert logs["ares_scored"] == [int(s) for s in scored]
         assert [len(s) for s in answer["step_scores"]] == logs["ares_num_steps"]
@@ -452,7 +453,7 @@ def test_a_left_truncated_query_is_scored_against_its_whole_prompt_and_logged(ca
     response = "so a\n\nthen b"
     expected = AresReward(make_reranker(), unscorable_value=0.0)([prompt] * 2, [response, response])
     with RewardServer(make_reranker(), ServeConfig(port=0)) as server:
-        with caplog.at_level(logging.WARNING, logger="ares_rerank.server"):
+        with caplog.at_level(logging.WARNING, logger="ares_rerank.rewards.server"):
             status, _, answer = post(server, {"query": [prompt + response, prompt[12:] + response],
                                               "prompts": [prompt, prompt]})
     assert status == 200 and answer["rewards"] == expected
@@ -463,14 +464,14 @@ def test_a_left_truncated_query_is_scored_against_its_whole_prompt_and_logged(ca
 
 # -- refusals are logged ------------------------------------------------------------------------------------------
 def test_every_refusal_is_logged_with_its_reason_at_most_once_per_interval(caplog):
-    with caplog.at_level(logging.WARNING, logger="ares_rerank.server"):
+    with caplog.at_level(logging.WARNING, logger="ares_rerank.rewards.server"):
         with RewardServer(make_reranker(), ServeConfig(port=0, max_items=2, log_interval=3600)) as server:
             for _ in range(5):
                 assert post(server, b"not json")[0] == 400
             assert post(server, {"query": ["a"] * 3, "prompts": ["a"] * 3})[0] == 413
             assert post(server, None, "/nope", "GET")[0] == 404
-        lines = [r.getMessage() for r in caplog.records if r.name == "ares_rerank.server"]
-    assert all(r.levelno == logging.WARNING for r in caplog.records if r.name == "ares_rerank.server")
+        lines = [r.getMessage() for r in caplog.records if r.name == "ares_rerank.rewards.server"]
+    assert all(r.levelno == logging.WARNING for r in caplog.records if r.name == "ares_rerank.rewards.server")
     refused = [line for line in lines if line.startswith("ares-rerank serve: refused")]
     assert len(refused) == 3  # one per reason
     assert "POST /get_reward from 127.0.0.1 with 400: the body is not JSON" in refused[0]
@@ -480,7 +481,7 @@ def test_every_refusal_is_logged_with_its_reason_at_most_once_per_interval(caplo
 
 
 def test_with_no_interval_every_refusal_gets_its_line(caplog):
-    with caplog.at_level(logging.WARNING, logger="ares_rerank.server"):
+    with caplog.at_level(logging.WARNING, logger="ares_rerank.rewards.server"):
         with RewardServer(make_reranker(), ServeConfig(port=0, log_interval=0)) as server:
             for _ in range(3):
                 post(server, b"not json")

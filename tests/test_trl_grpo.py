@@ -15,7 +15,7 @@ import pytest
 from datasets import Dataset
 
 from ares_rerank import FunctionBackbone
-from ares_rerank.rerank import AresReranker
+from ares_rerank.rerank.reranker import AresReranker
 from ares_rerank.rewards import AresReward, AsyncAresReward
 
 
@@ -113,7 +113,7 @@ def _check_contract_and_metrics(reward: RecordingReward, logs: list, conversatio
         assert scored and all(0.0 <= v <= 1.0 for v in scored)
         # The values we returned are the ones TRL logged (mean over scorable completions; float32 in TRL).
         assert log["rewards/ares_mean/mean"] == pytest.approx(sum(scored) / len(scored), abs=1e-5)
-        assert log["ares_mean/scored_frac"] == pytest.approx(len(scored) / n)
+        assert log["ares_mean/scored"] == pytest.approx(len(scored) / n)
         assert math.isfinite(log["loss"])
 
 
@@ -149,7 +149,7 @@ def test_trl_grpo_command_with_dotted_reward_path(tiny_causal_lm_path, tiny_nli_
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     logged = done.stdout + done.stderr
-    assert logged.count("'rewards/ares_reward/mean'") == 2 and "'ares_reward/scored_frac'" in logged
+    assert logged.count("'rewards/ares_reward/mean'") == 2 and "'ares_reward/scored'" in logged
 
 
 def test_grpo_trainer_awaits_async_ares_reward_beside_a_second_reward(tiny_causal_lm_path, tmp_path):
@@ -187,5 +187,5 @@ def test_grpo_trainer_awaits_async_ares_reward_beside_a_second_reward(tiny_causa
         assert log["rewards/ares_async/mean"] == pytest.approx(sum(scored) / len(scored), abs=1e-5)
         sync_scored = [v for v in sync_call["values"] if v is not None]
         assert log["rewards/ares_min/mean"] == pytest.approx(sum(sync_scored) / len(sync_scored), abs=1e-5)
-        assert log["ares_async/scored_frac"] == pytest.approx(len(scored) / 4)
+        assert log["ares_async/scored"] == pytest.approx(len(scored) / 4)
         assert math.isfinite(log["loss"])

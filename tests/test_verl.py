@@ -23,13 +23,13 @@ import torch
 
 from ares_rerank import AresReranker, FunctionBackbone
 from ares_rerank.rewards import AresReward, configure_default
-from ares_rerank.server import RewardServer, ServeConfig
-from ares_rerank.verl import (SERVER_URL_ENV, AresDenseRewardManager, StepRewards, async_compute_score, compute_score,
-                              compute_score_batch)
+from ares_rerank.rewards.server import RewardServer, ServeConfig
+from ares_rerank.rewards.verl import (SERVER_URL_ENV, AresDenseRewardManager, StepRewards, async_compute_score,
+                                      compute_score, compute_score_batch)
 from tiny_models import build_tokenizer
 
 
-LOG_KEYS = ("ares_scored", "ares_num_steps", "ares_first_error", "ares_flagged_frac")
+LOG_KEYS = ("ares_scored", "ares_num_steps", "ares_first_error", "ares_flagged_frac", "ares_evaluations")
 
 
 def hashed(premises: list[list[str]], hypotheses: list[str]) -> list[float]:
@@ -108,7 +108,7 @@ def test_compute_score_names_the_missing_prompt_and_how_to_give_it(caplog):
         compute_score_batch(["d", "d"], ["a", "b"], None, [{"problem": "p"}, {}], prompt_key="problem")
     configure_default(FunctionBackbone(hashed))
     typo = f"sever_url_{uuid.uuid4().hex}"  # warned once per process: a name no other test used
-    with caplog.at_level(logging.WARNING, logger="ares_rerank.verl"):
+    with caplog.at_level(logging.WARNING, logger="ares_rerank.rewards.verl"):
         compute_score("d", "so a", None, {"question": "q"}, reward_router_address=None, **{typo: "x"})
     assert typo in caplog.text and "reward_router_address" not in caplog.text
 
@@ -285,3 +285,14 @@ def test_step_rewards_is_the_chain_reward_and_survives_pickling():
     assert reward == 0.25 and float(reward) + 1 == 1.25
     back = pickle.loads(pickle.dumps(reward))
     assert back == 0.25 and back.token_rewards == ((3, 0.5), (7, 0.125))
+
+
+def test_the_documented_module_path_is_the_verl_module_itself():
+    """verl configs name ``pkg://ares_rerank.verl``: that path imports the very module, so its functions and the
+    manager class are the same objects (and a monkeypatch of one reaches the other)."""
+    import importlib
+
+    import ares_rerank.rewards.verl as rewards_verl
+
+    assert importlib.import_module("ares_rerank.verl") is rewards_verl
+    assert getattr(importlib.import_module("ares_rerank.verl"), "compute_score") is compute_score

@@ -76,12 +76,12 @@ def outputs(tmp_path_factory, tiny_causal_lm_path) -> dict[str, Path]:
         ["I have AB. Rule: AB -> CD", "Let x = 3.", "We have pepper. We have garlic."])])
     tiny = [str(tiny_causal_lm_path), "--problems", str(prompts), "--backbone", "test_cli_search:Overlap",
             "--step-separator", " ", "--max-step-tokens", "5", "--num-iterations", "3", "--no-progress"]
-    assert main(["search", *tiny, "--method", "beam", "--n", "4", "--beam-width", "2", "--output",
+    assert main(["search", *tiny, "--approach", "beam-search", "--n", "4", "--beam-width", "2", "--output",
                  str(out["beam"])]) == 0
-    assert main(["search", *tiny, "--method", "best-of-n", "--n", "3", "--rejection", "hard", "--threshold", "0.6",
+    assert main(["search", *tiny, "--approach", "best-of-n", "--n", "3", "--rejection", "hard", "--threshold", "0.6",
                  "--output", str(out["rejection"])]) == 0
     assert main(["eval", "--task", "bon", "--generate", "claimtrees", "--n", "12", "--candidates", "4",
-                 "--out", str(out["bon"].parent), "--name", "ct", *ORACLE]) == 0
+                 "--output-dir", str(out["bon"].parent), "--name", "ct", *ORACLE]) == 0
     return out
 
 
@@ -135,7 +135,7 @@ def test_each_command_output_is_detected_and_drawn(outputs):
 
 
 def _demo_chains():
-    from ares_rerank.io import read_chains
+    from ares_rerank.chain import read_chains
 
     return read_chains(DEMO)
 
@@ -166,7 +166,8 @@ def _bad_cases(tmp_path: Path, outputs: dict[str, Path]) -> list[tuple[list[str]
     not_utf8 = tmp_path / "latin1.jsonl"
     not_utf8.write_bytes(json.dumps(line).encode() + b"\n" + '{"id": "caf\u00e9"}\n'.encode("latin-1"))
     as_text = write_jsonl(tmp_path / "as_text.jsonl", [  # the demo as prompt / completion: split by the separator
-        {"id": c["id"], "prompt": "\n".join(c["base_claims"]), "completion": "\n\n".join(c["steps"])} for c in read(DEMO)])
+        {"id": c["id"], "prompt": "\n".join(c["base_claims"]), "completion": "\n\n".join(c["steps"])}
+        for c in read(DEMO)])
     return [
         ([str(write_jsonl(tmp_path / "other.jsonl", [{"question": "q", "label": 1}]))],
          "other.jsonl:1 is none of the records ares-rerank view reads"),
@@ -223,7 +224,7 @@ def hostile_files(folder: Path) -> tuple[Path, Path]:
 
 
 def test_every_text_is_escaped(tmp_path):
-    from ares_rerank.io import read_chains
+    from ares_rerank.chain import read_chains
 
     scores, chains = hostile_files(tmp_path)
     html = render_file(scores, chains=read_chains(chains)).html
@@ -254,7 +255,7 @@ def test_long_text_is_cut_with_a_note(tmp_path):
     chains = write_jsonl(tmp_path / "long_chains.jsonl", [{"id": "c", "base_claims": [], "steps": ["x" * 5000]}])
     scores = ChainScores([0.7], 1, [1], mode="exact", error_bounds=[0.0])
     path = write_jsonl(tmp_path / "long.jsonl", [{"id": "c", **scores.to_dict(), "flags": [False]}])
-    from ares_rerank.io import read_chains
+    from ares_rerank.chain import read_chains
 
     html = render_file(path, chains=read_chains(chains), max_text=100).html
     assert "x" * 100 + "<" in html and "x" * 101 not in html and "4,900 more characters" in html
@@ -262,7 +263,7 @@ def test_long_text_is_cut_with_a_note(tmp_path):
 
 def test_notebook_views_of_chain_scores_and_rankings():
     from ares_rerank.backbones.oracle import ClaimTreesOracle
-    from ares_rerank.rerank import AresReranker
+    from ares_rerank.rerank.reranker import AresReranker
     from test_rerank import claimtrees_reranking_problem
 
     scores = ChainScores([0.95, 0.3, 0.8], 7, [2, 3, 2], mode="sample", eps=0.1, delta=0.05, num_samples=600)

@@ -10,9 +10,9 @@ from collections import defaultdict
 import pytest
 
 from ares_rerank import FunctionBackbone
-from ares_rerank.answers import AnswerMatcher, extract_answer, normalize_answer
-from ares_rerank.rerank import AresReranker
-from ares_rerank.voting import order_by_vote
+from ares_rerank.rerank.answers import AnswerMatcher, extract_answer, normalize_answer
+from ares_rerank.rerank.reranker import AresReranker
+from ares_rerank.rerank.voting import order_by_vote
 
 
 @pytest.mark.parametrize("text, answer", [

@@ -31,8 +31,8 @@ from ares_rerank.chain import Chain
 from ares_rerank.data import load_claimtrees, load_recipes
 from ares_rerank.data.claimtrees import ClaimTreesTemplates
 from ares_rerank.backbones.devices import DTYPES
-from ares_rerank.io import check_output_path, write_atomic
-from ares_rerank.config import AresConfig
+from ares_rerank.utils.io import check_output_path, write_atomic
+from ares_rerank.estimator.config import AresConfig
 from ares_rerank.scoring import score_chains
 from ares_rerank.training.mix import HELDOUT_RECIPES, TRAIN_LENGTHS
 from ares_rerank.training.names import MULTI_WORD_PATTERN, random_names, rename_states

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ares_rerank.data import load_claimtrees
-from ares_rerank.io import write_atomic
+from ares_rerank.utils.io import write_atomic
 from training.unseen_wordings import UNSEEN_WORDINGS
 
 

@@ -31,7 +31,7 @@ from typing import Sequence
 
 import torch
 
-from ares_rerank.io import prepare_run_dir
+from ares_rerank.utils.io import prepare_run_dir
 from ares_rerank.training import check_not_collapsed, parse_args, train_head
 
 

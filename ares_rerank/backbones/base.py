@@ -28,6 +28,7 @@ __all__ = [
     "call_backbone",
     "check_pairs",
     "check_probabilities",
+    "premise_selector",
 ]
 
 
@@ -252,3 +253,9 @@ class PairBatch:
     def call(self, backbone: Backbone) -> np.ndarray:
         """One :func:`call_backbone` over every distinct pair: ``(len(self),)`` checked probabilities."""
         return call_backbone(backbone, self.premises, self.hypotheses, self.num_base)
+
+
+def premise_selector(backbone: Any) -> Callable[[Sequence[str], str], list[int]] | None:
+    """The premise selector a backbone applies before it reads premises (its ``selector`` attribute), or ``None``."""
+    selector = getattr(backbone, "selector", None)
+    return selector if callable(selector) else None

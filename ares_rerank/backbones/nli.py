@@ -14,10 +14,11 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..io import staging_folder
+from ..utils.io import staging_folder
 from .card import model_card
 from .hf import HFBackbone, softmax_pick
-from .hub import CALIBRATION_FILE, DEFAULT_HEAD_DIR, check_scale, hub_model_id, load_model_and_tokenizer
+from ..calibration import CALIBRATION_FILE, check_scale
+from .hub import DEFAULT_HEAD_DIR, hub_model_id, load_model_and_tokenizer
 from .selection import PremiseSelector
 
 

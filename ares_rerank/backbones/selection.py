@@ -53,10 +53,10 @@ import functools
 import math
 import re
 from collections import Counter
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Callable, Protocol, Sequence, runtime_checkable
 
 from ..utils.checks import check_positive_int, is_int
-from .base import Backbone, call_backbone, check_pairs
+from .base import Backbone, call_backbone, check_pairs, premise_selector
 
 
 __all__ = [
@@ -342,12 +342,6 @@ def get_selector(spec: str | PremiseSelector | None) -> PremiseSelector:
     if callable(spec):
         return spec
     raise TypeError(f"premise_selection must be a string or a callable selector, got {type(spec).__name__}.")
-
-
-def premise_selector(backbone: Any) -> PremiseSelector | None:
-    """The premise selector a backbone applies before it reads premises (its ``selector`` attribute), or ``None``."""
-    selector = getattr(backbone, "selector", None)
-    return selector if callable(selector) else None
 
 
 def apply_selector(selector: PremiseSelector, claims: Sequence[str], hypothesis: str) -> list[int]:

@@ -28,6 +28,6 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ares_rerank.training.adapt import main
+    from ..training.adapt import main
 
     return int(main([args.head, *args.args]) or 0)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..calibration import CALIBRATION_METHODS
-from ..io import atomic_folder, check_output_dir, check_outside_package, check_output_path, read_jsonl
+from ..utils.io import atomic_folder, check_output_dir, check_outside_package, check_output_path, read_jsonl
 
 
 def register(subparsers: Any) -> None:

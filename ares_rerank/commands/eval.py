@@ -2,7 +2,7 @@
 
 Examples:
     ares-rerank eval --task claimtrees --length 10 --n 100 --backbone claimtrees-oracle --methods ares,entail-prev
-    ares-rerank eval --task prmbench --sample 50 --backbone path/to/head --out runs/eval
+    ares-rerank eval --task prmbench --sample 50 --backbone path/to/head --output-dir runs/eval
     ares-rerank eval --task bon --generate claimtrees --backbone claimtrees-oracle
     ares-rerank eval --task bon --path completions.jsonl --answer-fn math-verify --methods ares,given
     ares-rerank eval --task bon --path completions.jsonl --methods given --subsets first
@@ -28,7 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..domain import DemoBackboneWarning
+from ..backbones.demo import DemoBackboneWarning
 from . import options
 
 
@@ -94,7 +94,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run_group.add_argument("--cache-dir", default=None, help="Score cache folder (default <out>/cache).")
     run_group.add_argument("--no-cache", action="store_true", help="Neither read nor write cached scores.")
     run_group.add_argument("--refresh", action="store_true", help="Re-score every chain and overwrite the cache.")
-    run_group.add_argument("--out", default=DEFAULT_OUT, help=f"Results folder (default ./{DEFAULT_OUT}).")
+    run_group.add_argument("--output-dir", default=None, help=f"Results folder (default ./{DEFAULT_OUT}).")
+    run_group.add_argument("--out", default=None, help=argparse.SUPPRESS)  # deprecated: --output-dir
     run_group.add_argument("--name", default=None, help="Results file stem (default: task key + backbone).")
     run_group.add_argument("--overwrite", action="store_true",
                            help="Replace an existing results file made with other settings (refused otherwise, "
@@ -191,13 +192,22 @@ def check_result_targets(out_dir: Path, stem: str, suffixes: tuple[str, ...]) ->
 
 
 def _check_run_flags(args: argparse.Namespace) -> None:
-    from ..io import check_output_dir
+    from ..utils.io import check_output_dir
 
     options.positive(args.batch_size, "--batch-size")
     options.positive(args.sample, "--sample")
-    check_output_dir(args.out, flag="--out")  # before any work
+    if args.out is not None:
+        if args.output_dir is not None:
+            raise ValueError(f"--out {args.out} and --output-dir {args.output_dir} are both given: --out is the old "
+                             "name of --output-dir; drop it.")
+        print("ares-rerank eval: warning: --out is deprecated: use --output-dir.", file=sys.stderr, flush=True)
+        args.output_dir = args.out
+    if args.output_dir is None:
+        args.output_dir = DEFAULT_OUT
+    check_output_dir(args.output_dir, flag="--output-dir")  # before any work
     if args.name is not None and (args.name in ("", ".", "..") or Path(args.name).name != args.name):
-        raise ValueError(f"--name={args.name!r} must be a file stem inside --out (no folder part), e.g. 'my-run'.")
+        raise ValueError(f"--name={args.name!r} must be a file stem inside --output-dir (no folder part), e.g. "
+                         "'my-run'.")
     if not args.no_cache and args.cache_dir:
         if Path(args.cache_dir).exists() and not Path(args.cache_dir).is_dir():
             raise ValueError(f"--cache-dir={args.cache_dir!r} is a file: name a folder (default <out>/cache), or "
@@ -208,7 +218,7 @@ def _check_run_flags(args: argparse.Namespace) -> None:
 def bon_task_from_args(args: argparse.Namespace) -> Any:
     """The best-of-N candidate set the flags name (``--path`` or ``--generate``), ``--sample`` drawn."""
     from ..evaluation.tasks.bon import load_bon_file, load_bon_generated
-    from ..io import check_input_file
+    from ..utils.io import check_input_file
 
     options.positive(args.candidates, "--candidates")
     if (args.path is None) == (args.generate is None):
@@ -232,7 +242,7 @@ def run_bon(args: argparse.Namespace) -> int:
     from ..evaluation import ScoreCache, backbone_key
     from ..evaluation.bon import bon_markdown, evaluate_bon
     from ..evaluation.plots import plot_accuracy_vs_n
-    from ..io import write_atomic
+    from ..utils.io import write_atomic
 
     subsets = subset_options(args)
     options.positive(args.max_n, "--max-n")
@@ -242,7 +252,7 @@ def run_bon(args: argparse.Namespace) -> int:
     task = bon_task_from_args(args)
     load_options = options.backbone_options(args)
     config = options.config_from_args(args)
-    out_dir = Path(args.out)
+    out_dir = Path(args.output_dir)
     stem = args.name or f"{task.key}__{backbone_key(args.backbone, args.kind)}"
     settings = {"task": task.key, "backbone": args.backbone, "backbone_options": load_options or {},
                 "config": asdict(config), "methods": sorted(methods), "selections": selections,
@@ -280,7 +290,7 @@ def run(args: argparse.Namespace) -> int:
     load_options = options.backbone_options(args)
     config = options.config_from_args(args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    out_dir = Path(args.out)
+    out_dir = Path(args.output_dir)
     stem = args.name or f"{task.key}__{backbone_key(args.backbone, args.kind)}"
     check_result_targets(out_dir, stem, (".json", ".md"))
     if not args.overwrite:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from ..chain import check_separator
-from ..io import check_input_file
+from ..utils.io import check_input_file
 
 __all__ = [
     "CHAT_TEMPLATE_CHOICES",
@@ -76,7 +76,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, exclude: Sequence[str]
         parser: The parser (the options go in an "ARES estimator" group).
         exclude: Field names this command does not take (e.g. ``threshold`` where it has no meaning).
     """
-    from ..config import AresConfig
+    from ..estimator.config import AresConfig
 
     add_dataclass_arguments(parser, AresConfig, "ARES estimator (AresConfig fields)", exclude)
 
@@ -104,7 +104,7 @@ def add_dataclass_arguments(
 
 def config_from_args(args: argparse.Namespace) -> Any:
     """The :class:`AresConfig` of parsed options (fields a command did not add keep their defaults)."""
-    from ..config import AresConfig
+    from ..estimator.config import AresConfig
 
     return dataclass_from_args(AresConfig, args)
 
@@ -304,9 +304,9 @@ class _StreamOutput:
 
 def open_results(args: argparse.Namespace, source: Path) -> Any:
     """Where a command's JSONL results go: ``--output`` (checked now, before any work; resumable, see
-    :class:`~ares_rerank.io.ResumableOutput`, locked against a second run on the same file; a stream is written
+    :class:`~ares_rerank.utils.io.ResumableOutput`, locked against a second run on the same file; a stream is written
     through) or standard output. Once the inputs are read, :func:`resume_results` says how many are done."""
-    from ..io import ResumableOutput, check_output_path, file_signature, is_stream
+    from ..utils.io import ResumableOutput, check_output_path, file_signature, is_stream
 
     if args.output is None or str(args.output) == "-":  # '-' is standard output, as an input of '-' is stdin
         return _StreamOutput()
@@ -338,7 +338,7 @@ def window_notice(backbone: Any) -> str | None:
 
 
 def resume_results(results: Any, keys: Sequence[str]) -> int:
-    """How many inputs (of ``keys``, one :func:`~ares_rerank.io.record_key` each) an earlier stopped run already
+    """How many inputs (of ``keys``, one :func:`~ares_rerank.utils.io.record_key` each) an earlier stopped run already
     answered; lines of its partial file that answer no input in order (a duplicated line, one for another input) are
     cut away, and a note on stderr says how many."""
     done = results.resume(keys)
@@ -374,7 +374,7 @@ def add_aggregate_argument(parser: Any, what: str = "the chain score") -> None:
 
 def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
     """``--selection`` and ``--answer-fn``: answer-aware best-of-N (``rank``)."""
-    from ..voting import SELECTIONS
+    from ..rerank.voting import SELECTIONS
 
     parser.add_argument("--selection", default="best", choices=list(SELECTIONS),
                         help="How the best candidate is chosen: 'best' (highest chain score) or a vote over final "
@@ -385,7 +385,7 @@ def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_answer_fn_argument(parser: Any, what: str = "for the votes") -> None:
     """``--answer-fn``: how final answers are read and compared (``rank``, ``eval --task bon``)."""
-    from ..answers import ANSWER_FNS
+    from ..rerank.answers import ANSWER_FNS
 
     parser.add_argument("--answer-fn", default="standard",
                         help=f"How final answers are read and compared {what}: {' or '.join(ANSWER_FNS)} (the "
@@ -397,7 +397,7 @@ def answer_fn_from_args(value: str) -> Any:
     """``--answer-fn``: a built-in name, or ``module:function`` imported (a ValueError naming the flag otherwise)."""
     import importlib
 
-    from ..answers import ANSWER_FNS, answer_matcher
+    from ..rerank.answers import ANSWER_FNS, answer_matcher
 
     if value in ANSWER_FNS:
         return answer_matcher(value)

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..io import read_jsonl, record_key
+from ..utils.io import read_jsonl, record_key
 from . import options
 
 
@@ -92,7 +92,7 @@ def _result(record: dict[str, Any], scored: list[dict[str, Any]], top_k: int | N
 def _rank_all(args: argparse.Namespace, records: list[dict[str, Any]], results: Any) -> None:
     from tqdm.auto import tqdm
 
-    from ..rerank import AresReranker
+    from ..rerank.reranker import AresReranker
 
     config = options.config_from_args(args)
     chat_layout = options.chat_layout_options(args)

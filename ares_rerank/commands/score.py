@@ -14,7 +14,9 @@ import argparse
 import sys
 from typing import Any
 
-from ..io import read_chains, record_key
+from ..utils.io import record_key
+
+from ..chain import read_chains
 from . import options
 
 
@@ -73,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 def _check_domain(chains, results, backbone) -> None:
     """Say loudly, last on stderr, when the embedded demo head scored text outside its domain (its scores are then
     not meaningful), as the reranker, reward and filter do."""
-    from ..domain import demo_warning_message, is_demo_backbone, off_domain_reason
+    from ..backbones.demo import demo_warning_message, is_demo_backbone, off_domain_reason
 
     if not results or not is_demo_backbone(backbone):
         return

@@ -14,9 +14,10 @@ batch is seeded with --generation-seed plus the index of its first problem, so a
 samples.
 
 Examples:
-    ares-rerank search Qwen/Qwen2.5-0.5B-Instruct --problems problems.jsonl --method beam --n 8 --output out.jsonl
-    ares-rerank search MODEL --problems problems.jsonl --method best-of-n --rejection hard --n 16 --output out.jsonl
-    ares-rerank search MODEL --problems problems.jsonl --method dvts --n 16 --beam-width 4 --engine vllm
+    ares-rerank search Qwen/Qwen2.5-0.5B-Instruct --problems problems.jsonl --approach beam-search --n 8 \
+        --output out.jsonl
+    ares-rerank search MODEL --problems problems.jsonl --approach best-of-n --rejection hard --n 16 --output out.jsonl
+    ares-rerank search MODEL --problems problems.jsonl --approach dvts --n 16 --beam-width 4 --engine vllm
 """
 
 from __future__ import annotations
@@ -26,11 +27,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..io import check_input_file, read_jsonl, record_key
+from ..utils.io import check_input_file, read_jsonl, record_key
 from . import options
 
 
-METHODS = ("best-of-n", "beam", "dvts")
+#: ``--approach`` choices, as search-and-learn names its approaches.
+APPROACHES = ("best-of-n", "beam-search", "dvts")
+#: ``--method``'s old spellings (deprecated): -> the approach.
+_OLD_METHODS = {"best-of-n": "best-of-n", "beam": "beam-search", "dvts": "dvts"}
 
 
 def register(subparsers: Any) -> None:
@@ -48,9 +52,11 @@ def register(subparsers: Any) -> None:
     options.add_output_arguments(parser)
     options.add_prompt_key_argument(parser)
     group = parser.add_argument_group("search")
-    group.add_argument("--method", default="beam", choices=METHODS,
-                       help="best-of-n: n candidates written to their end (stopped early with --rejection); beam: "
-                            "search-and-learn's beam search; dvts: its diverse verifier tree search. Default: beam.")
+    group.add_argument("--approach", default=None, choices=APPROACHES,
+                       help="best-of-n: n candidates written to their end (stopped early with --rejection); "
+                            "beam-search: search-and-learn's beam search; dvts: its diverse verifier tree search. "
+                            "Default: beam-search.")
+    group.add_argument("--method", default=None, choices=list(_OLD_METHODS), help=argparse.SUPPRESS)  # deprecated
     group.add_argument("--n", type=int, default=8,
                        help="Candidates per problem (beam: partial solutions per iteration; default: 8).")
     group.add_argument("--beam-width", type=int, default=4,
@@ -80,8 +86,22 @@ def register(subparsers: Any) -> None:
     options.add_run_arguments(parser, batch_size=4, unit="Problems")
 
 
+def _resolve_approach(args: argparse.Namespace) -> None:
+    """``args.approach`` from ``--approach``, or from the deprecated ``--method`` (with a warning on stderr)."""
+    if args.method is not None:
+        if args.approach is not None:
+            raise ValueError(f"--method {args.method} and --approach {args.approach} are both given: --method is the "
+                             "old name of --approach; drop it.")
+        args.approach = _OLD_METHODS[args.method]
+        print(f"ares-rerank search: warning: --method is deprecated: use --approach {args.approach}.",
+              file=sys.stderr, flush=True)
+    if args.approach is None:
+        args.approach = "beam-search"
+
+
 def _check_search_flags(args: argparse.Namespace, config: Any) -> None:
     """One error line naming the flag for every setting the search cannot take, before any file is read."""
+    _resolve_approach(args)
     for value, flag in ((args.n, "--n"), (args.beam_width, "--beam-width"), (args.num_iterations, "--num-iterations"),
                         (args.keep, "--keep"), (args.batch_size, "--batch-size")):
         options.positive(value, flag)
@@ -89,22 +109,22 @@ def _check_search_flags(args: argparse.Namespace, config: Any) -> None:
         raise ValueError(f"--lookahead={args.lookahead} must be 0 (no rollout) or more.")
     if args.generation_seed < 0:
         raise ValueError(f"--generation-seed={args.generation_seed} must be 0 or more.")
-    beam = args.method in ("beam", "dvts")
+    beam = args.approach in ("beam-search", "dvts")
     if args.rejection not in (None, "none") and beam:
-        raise ValueError(f"--rejection {args.rejection} applies to --method best-of-n; beam search and DVTS keep the "
-                         "best candidates by score instead: drop --rejection, or use --method best-of-n.")
+        raise ValueError(f"--rejection {args.rejection} applies to --approach best-of-n; beam search and DVTS keep the "
+                         "best candidates by score instead: drop --rejection, or use --approach best-of-n.")
     if args.keep != 1 and args.rejection != "soft":
         raise ValueError(f"--keep={args.keep} applies to --rejection soft: add it, or drop --keep.")
     for flag, given in (("--lookahead", args.lookahead), ("--filter-duplicates", args.filter_duplicates),
                         ("--sort-completed", args.sort_completed)):
-        only = ("beam", "dvts") if flag == "--lookahead" else ("beam",)
-        if given and args.method not in only:
-            raise ValueError(f"{flag} applies to --method {' or '.join(only)}, not {args.method}: drop it.")
+        only = ("beam-search", "dvts") if flag == "--lookahead" else ("beam-search",)
+        if given and args.approach not in only:
+            raise ValueError(f"{flag} applies to --approach {' or '.join(only)}, not {args.approach}: drop it.")
     if beam and args.beam_width > args.n:
         raise ValueError(f"--beam-width={args.beam_width} must be at most --n={args.n} (n // beam-width beams are "
                          "kept): lower --beam-width or raise --n.")
-    if args.method == "dvts" and args.n % args.beam_width:
-        raise ValueError(f"--method dvts: --n={args.n} must be a multiple of --beam-width={args.beam_width} (n // m "
+    if args.approach == "dvts" and args.n % args.beam_width:
+        raise ValueError(f"--approach dvts: --n={args.n} must be a multiple of --beam-width={args.beam_width} (n // m "
                          f"subtrees of m expansions), e.g. --n {args.n - args.n % args.beam_width or args.beam_width}.")
     horizon = args.num_iterations + (args.lookahead if beam else 0)
     if config.max_steps is not None and horizon > config.max_steps:
@@ -178,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
             backbone = options.backbone_from_args(args)
             generator = options.step_generator_from_args(args, separator)
             search = _searcher(args, backbone, config, separator, matcher, generator)
-            with tqdm(total=len(records), initial=done, desc=f"search ({args.method}, n={args.n})", unit="problem",
+            with tqdm(total=len(records), initial=done, desc=f"search ({args.approach}, n={args.n})", unit="problem",
                       disable=args.no_progress, file=sys.stderr) as bar:
                 for start in range(done, len(records), args.batch_size):
                     batch = records[start:start + args.batch_size]
@@ -207,17 +227,17 @@ def run(args: argparse.Namespace) -> int:
 def _searcher(args: argparse.Namespace, backbone: Any, config: Any, separator: str, matcher: Any,
               generator: Any) -> Any:
     """``search(prompts, seed) -> [SearchResult]`` for the method the flags name."""
-    from ..rerank import AresReranker
+    from ..rerank.reranker import AresReranker
     from ..search import beam_search, dvts, stepwise_best_of_n
 
     reranker = AresReranker(backbone, config, step_separator=separator, prompt_split=args.prompt_split,
                             aggregate=args.aggregate, batch_size=None, show_progress_bar=False,
                             selection=args.selection, answer_fn=matcher)
-    if args.method == "best-of-n":
+    if args.approach == "best-of-n":
         return lambda prompts, seed: stepwise_best_of_n(
             generator, prompts, reranker, args.n, rejection=args.rejection or "none", keep=args.keep,
-            max_steps=args.num_iterations, seed=seed)
-    if args.method == "dvts":
+            num_iterations=args.num_iterations, seed=seed)
+    if args.approach == "dvts":
         return lambda prompts, seed: dvts(generator, prompts, reranker, args.n, beam_width=args.beam_width,
                                           num_iterations=args.num_iterations, lookahead=args.lookahead, seed=seed)
     return lambda prompts, seed: beam_search(
@@ -229,7 +249,7 @@ def _searcher(args: argparse.Namespace, backbone: Any, config: Any, separator: s
 def _demo_warning(searched: list[Any], backbone: Any) -> None:
     """Say last on stderr when the embedded demo head scored steps outside its domain (the search then followed
     scores that carry no signal), as ``score`` and the reranker do."""
-    from ..domain import demo_warning_message, is_demo_backbone, off_domain_reason
+    from ..backbones.demo import demo_warning_message, is_demo_backbone, off_domain_reason
 
     if not is_demo_backbone(backbone):
         return

@@ -32,7 +32,7 @@ from . import options
 
 
 def register(subparsers: Any) -> None:
-    from ..server import ServeConfig
+    from ..rewards.server import ServeConfig
 
     parser = subparsers.add_parser("serve", help="Serve ARES rewards over HTTP (OpenRLHF's remote reward protocol).",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..scoring import METHODS
-    from ..server import RewardServer, ServeConfig
+    from ..rewards.server import RewardServer, ServeConfig
 
     # everything that can be checked without the backbone is checked before listening
     settings = options.dataclass_from_args(ServeConfig, args)
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     chat = options.chat_layout_options(args) if args.tokenizer is None else None
 
     def build() -> Any:  # in the server's loader thread, while it listens and holds requests
-        from ..rerank import AresReranker
+        from ..rerank.reranker import AresReranker
 
         layout = chat if chat is not None else options.chat_layout_options(args)
         backbone = options.backbone_from_args(args)

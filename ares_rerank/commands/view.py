@@ -61,7 +61,7 @@ def register(subparsers: Any) -> None:
 
 def _output(args: argparse.Namespace) -> Path:
     """The report's path, checked before any work."""
-    from ..io import check_output_path
+    from ..utils.io import check_output_path
 
     if args.output is None:
         if str(args.input_file) == "-":
@@ -80,7 +80,8 @@ def _output(args: argparse.Namespace) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..io import read_chains, write_atomic
+    from ..utils.io import write_atomic
+    from ..chain import read_chains
     from ..viewer import render_file
 
     for value, flag in ((args.page_size, "--page-size"), (args.max_records, "--max-records"),

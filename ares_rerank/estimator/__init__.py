@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from ..config import DEFAULT_MAX_SAMPLES, MAX_SAMPLE_BYTES, AresConfig, check_sample_size, sample_size
+from .config import DEFAULT_MAX_SAMPLES, MAX_SAMPLE_BYTES, AresConfig, check_sample_size, sample_size
 from .batch import ares_scores, check_evaluations
 from .masks import certified, exact_step, groups_to_drop, row_keys, split_masks
 from .stream import AresStream, StreamState

@@ -59,10 +59,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..backbones.base import Backbone, PairBatch
-from ..backbones.selection import premise_selector
+from ..backbones.base import Backbone, PairBatch, premise_selector
 from ..chain import Chain, ChainScores
-from ..config import MAX_SAMPLE_BYTES, SAMPLE_ROW_BYTES, AresConfig, check_sample_size, log_union, sample_size
+from .config import MAX_SAMPLE_BYTES, SAMPLE_ROW_BYTES, AresConfig, check_sample_size, log_union, sample_size
 from .masks import certified, exact_step, group_inputs, keep_heaviest, prune_groups, row_keys, split_masks
 
 

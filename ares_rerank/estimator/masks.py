@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..config import AresConfig
+from .config import AresConfig
 
 
 __all__ = [

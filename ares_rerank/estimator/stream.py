@@ -9,7 +9,8 @@ evaluations only: the masks (exact) or trajectories (sampled) of the prefix are 
 on them, as :mod:`~ares_rerank.estimator.batch` does in one pass over a finished chain; both share the mask
 bookkeeping of :mod:`~ares_rerank.estimator.masks` (grouping into backbone inputs, pruning, splitting, the cap).
 
-Modes (``AresConfig.mode``), and how they compare with scoring the finished chain (:func:`~ares_rerank.ares_scores`):
+Modes (``AresConfig.mode``), and how they compare with scoring the finished chain
+(:func:`~ares_rerank.estimator.ares_scores`):
 
 - ``exact``: the same enumeration, pruning and hard bounds, step by step. Scores are identical to the finished
   chain's whenever the backbone has no planned premise selection (and, with one, as long as the masks stay under
@@ -38,10 +39,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..backbones.base import Backbone, PairBatch
-from ..backbones.selection import premise_selector
+from ..backbones.base import Backbone, PairBatch, premise_selector
 from ..chain import Chain, ChainScores
-from ..config import AresConfig, check_sample_size
+from .config import AresConfig, check_sample_size
 from ..utils.checks import is_int
 from .batch import check_evaluations
 from .masks import exact_step, group_inputs, keep_heaviest, prune_groups, split_masks
@@ -112,7 +112,8 @@ class StreamState:
         return clone
 
     def result(self) -> ChainScores:
-        """The scores so far with their certificate, as :func:`~ares_rerank.ares_scores` reports a finished chain."""
+        """The scores so far with their certificate, as :func:`~ares_rerank.estimator.ares_scores` reports a finished
+        chain."""
         config, sampled = self.stream.config, self.mode == "sample"
         return ChainScores(
             step_scores=list(self.step_scores),

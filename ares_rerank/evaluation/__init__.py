@@ -4,8 +4,8 @@ Data flow: ``tasks/`` (one loader per benchmark -> :class:`TaskData` of labelled
 per method, cached on disk by :mod:`.cache`, backbone work counted by :mod:`.backbones`) -> :mod:`.protocol` (folds,
 thresholds, macro-F1, best-of-2, sample efficiency) -> :mod:`.report` (markdown) / :mod:`.plots` (PNG).
 
-    from ares_rerank import load_backbone
-    from ares_rerank.evaluation import ScoreCache, evaluate, load_task, write_results
+    from .. import load_backbone
+    from . import ScoreCache, evaluate, load_task, write_results
 
     task = load_task("claimtrees", length=10, n=100)
     results = evaluate(task, load_backbone("claimtrees-oracle"), ["ares", "entail-prev"], cache=ScoreCache("cache"),

@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ares_rerank.backbones.base import call_backbone
-from ares_rerank.backbones.selection import premise_selector
+from ..backbones.base import call_backbone
+from ..backbones.selection import premise_selector
 
 
 __all__ = ["CountingBackbone", "backbone_cache_key", "backbone_key", "folder_fingerprint"]
@@ -51,7 +51,7 @@ def backbone_cache_key(name: str, kind: str | None = None, options: dict[str, An
         key += "-" + hashlib.sha1(json.dumps(options, sort_keys=True, default=str).encode()).hexdigest()[:8]
     folder = None
     if name == "default":
-        from ares_rerank.backbones.loading import DEFAULT_HEAD_DIR
+        from ..backbones.loading import DEFAULT_HEAD_DIR
 
         folder = DEFAULT_HEAD_DIR
     elif Path(name).is_dir():

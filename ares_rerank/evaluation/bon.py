@@ -4,7 +4,7 @@ Data flow: a :class:`~ares_rerank.evaluation.tasks.bon.BonTask` (problems, N can
 -> every method scores every distinct candidate chain once (:func:`~ares_rerank.evaluation.runner.score_cached`,
 cached) -> chain scores (``aggregate``, default the final step's) and sound flags (no step at or below the
 threshold) -> for N = 1, 2, 4, ..., N_max, the N candidates of each problem that the ``subsets`` protocol takes ->
-each selection rule (:mod:`ares_rerank.voting`) picks one -> accuracy@N.
+each selection rule (:mod:`ares_rerank.rerank.voting`) picks one -> accuracy@N.
 
 Which N candidates (``subsets``, named in the table's caption):
 
@@ -45,12 +45,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ares_rerank.aggregate import Aggregate, aggregate_name, aggregate_scores
-from ares_rerank.answers import answer_matcher
-from ares_rerank.config import AresConfig
-from ares_rerank.domain import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
-from ares_rerank.scoring import METHODS, check_batch_size
-from ares_rerank.voting import check_selection, order_by_vote
+from ..aggregate import Aggregate, aggregate_name, aggregate_scores
+from ..rerank.answers import answer_matcher
+from ..estimator.config import AresConfig
+from ..backbones.demo import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
+from ..scoring import METHODS, check_batch_size
+from ..rerank.voting import check_selection, order_by_vote
 
 from .backbones import backbone_cache_key
 from .cache import ScoreCache
@@ -155,7 +155,7 @@ def evaluate_bon(
         methods: ``"ares"``, baselines of :data:`~ares_rerank.scoring.METHODS`, and/or ``"given"`` (the data
             set's own step scores); the no-verifier rows are always reported.
         config: ARES settings; its ``threshold`` also decides which chains are sound.
-        selections: Rules per method (:data:`~ares_rerank.voting.SELECTIONS` without ``majority``, which needs no
+        selections: Rules per method (:data:`~ares_rerank.rerank.voting.SELECTIONS` without ``majority``, which needs no
             verifier and is its own row).
         aggregate: Chain score from step scores (search-and-learn uses the last step's).
         max_n: Largest N (default: the smallest candidate count of any problem).

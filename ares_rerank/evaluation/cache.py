@@ -25,11 +25,11 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from ares_rerank.chain import Chain, ChainScores
-from ares_rerank.config import AresConfig
-from ares_rerank.utils.checks import is_finite_number
-from ares_rerank.estimator import ESTIMATOR_REVISION
-from ares_rerank.io import check_outside_package, naming_errors, remove_stale_temps, write_atomic
+from ..chain import Chain, ChainScores
+from ..estimator.config import AresConfig
+from ..utils.checks import is_finite_number
+from ..estimator import ESTIMATOR_REVISION
+from ..utils.io import check_outside_package, naming_errors, remove_stale_temps, write_atomic
 
 
 __all__ = ["ScoreCache", "method_key"]

@@ -168,7 +168,7 @@ def plot_accuracy_vs_n(results: dict[str, Any], path: str | Path, rows: Sequence
 
 
 def _save(fig, path: str | Path) -> Path:  # noqa: ANN001 - a matplotlib Figure
-    from ares_rerank.io import atomic_open
+    from ..utils.io import atomic_open
 
     path = Path(path)
     fig.tight_layout()

@@ -20,8 +20,8 @@ import numpy as np
 from sklearn.metrics import precision_recall_fscore_support
 from sklearn.model_selection import KFold
 
-from ares_rerank.chain import ChainScores
-from ares_rerank.config import sample_size
+from ..chain import ChainScores
+from ..estimator.config import sample_size
 
 
 __all__ = [

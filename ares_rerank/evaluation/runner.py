@@ -2,8 +2,8 @@
 
 From the shell: ``ares-rerank eval`` (:mod:`ares_rerank.commands.eval`). From Python::
 
-    from ares_rerank import load_backbone
-    from ares_rerank.evaluation import ScoreCache, evaluate, load_task
+    from .. import load_backbone
+    from . import ScoreCache, evaluate, load_task
     task = load_task("claimtrees", length=10, n=100)
     results = evaluate(task, load_backbone("claimtrees-oracle"), ["ares", "entail-prev"], cache=ScoreCache("cache"),
                        backbone_name="claimtrees-oracle")
@@ -19,11 +19,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from ares_rerank.chain import ARES_MODES, Chain, ChainScores
-from ares_rerank.config import AresConfig
-from ares_rerank.domain import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
-from ares_rerank.io import check_output_dir, write_atomic
-from ares_rerank.scoring import METHODS, check_batch_size, score_chains
+from ..chain import ARES_MODES, Chain, ChainScores
+from ..estimator.config import AresConfig
+from ..backbones.demo import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
+from ..utils.io import check_output_dir, write_atomic
+from ..scoring import METHODS, check_batch_size, score_chains
 
 from .backbones import CountingBackbone, backbone_cache_key
 from .cache import ScoreCache, method_key

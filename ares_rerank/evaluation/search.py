@@ -27,11 +27,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ares_rerank.answers import answer_matcher
-from ares_rerank.config import AresConfig
-from ares_rerank.rerank import AresReranker
-from ares_rerank.search import beam_search, dvts, step_generator, stepwise_best_of_n
-from ares_rerank.voting import order_by_vote
+from ..rerank.answers import answer_matcher
+from ..estimator.config import AresConfig
+from ..rerank.reranker import AresReranker
+from ..search import beam_search, dvts, step_generator, stepwise_best_of_n
+from ..rerank.voting import order_by_vote
 
 from .bon import n_values
 from .report import markdown_table

@@ -26,7 +26,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from ares_rerank.data.bon import (
+from ..data.bon import (
     MISTAKE_WEIGHTS,
     claimtrees_answer,
     claimtrees_layouts,
@@ -35,7 +35,7 @@ from ares_rerank.data.bon import (
     recipe_layouts,
     substitute_ingredient,
 )
-from ares_rerank.search import GeneratedStep
+from ..search import GeneratedStep
 
 
 __all__ = ["SimulatedPolicy", "SimulatedProblem", "SimulatedTask", "claimtrees_simulation", "recipes_simulation"]

@@ -29,8 +29,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..aggregate import Aggregate
-from ..answers import AnswerFn
-from ..rerank import AresReranker
+from ..rerank.answers import AnswerFn
+from ..rerank.reranker import AresReranker
 from .common import Partial, SearchResult, SearchRun, check_positive
 from .generators import GeneratedStep, StepGenerator
 

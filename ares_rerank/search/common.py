@@ -15,13 +15,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 from ..aggregate import Aggregate, aggregate_scores, get_aggregate
-from ..answers import AnswerFn, answer_matcher
+from ..rerank.answers import AnswerFn, answer_matcher
 from ..chain import split_prompt
 from ..utils.checks import is_int
 from ..chain import message_text
-from ..rerank import AresReranker
+from ..rerank.reranker import AresReranker
 from ..estimator.stream import AresStream, StreamState
-from ..voting import check_selection, order_by_vote
+from ..rerank.voting import check_selection, order_by_vote
 from .generators import GeneratedStep, StepGenerator
 
 

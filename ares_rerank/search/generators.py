@@ -152,7 +152,7 @@ class TransformersStepGenerator(StepGenerator):
         separator: The literal text that ends a step.
         max_step_tokens: New tokens per step at most; a step that reaches it ends the solution.
         batch_size: Contexts per ``generate`` call.
-        use_chat_template: As :func:`~ares_rerank.generation.best_of_n`.
+        use_chat_template: As :func:`~ares_rerank.rerank.best_of_n.best_of_n`.
         **generate_kwargs: Passed to ``model.generate`` (``temperature``, ``top_p``, ...).
     """
 
@@ -221,7 +221,7 @@ class TransformersStepGenerator(StepGenerator):
 class VLLMStepGenerator(StepGenerator):
     """Steps from a vLLM ``LLM``: one ``llm.generate(texts, [SamplingParams(n=k, stop=[separator], ...)])`` per
     wave (the model's default sampling, then ``generate_kwargs`` by vLLM's names, as
-    :func:`~ares_rerank.generation.best_of_n`). With a ``seed``, each context gets its own seed derived from its key
+    :func:`~ares_rerank.rerank.best_of_n`). With a ``seed``, each context gets its own seed derived from its key
     (identical contexts must still sample differently).
 
     Args:

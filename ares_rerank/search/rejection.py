@@ -3,7 +3,7 @@ the threshold stops generating.
 
 Data flow, per wave: every running candidate of every problem -> one generated step each (one generator call) ->
 every new step into its candidate's streaming ARES state (one backbone call) -> tau of the new step -> rejection
--> the next wave, until every candidate has ended, been stopped, or reached ``max_steps``.
+-> the next wave, until every candidate has ended, been stopped, or reached ``num_iterations``.
 
 - ``rejection="none"``: plain best-of-N (every candidate runs to its end), scored by the same streaming states:
   the baseline the savings are measured against.
@@ -20,12 +20,13 @@ then the difference (what :mod:`ares_rerank.evaluation.search` reports). With a 
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Sequence
 
 from ..aggregate import Aggregate
-from ..answers import AnswerFn
+from ..rerank.answers import AnswerFn
+from ..rerank.reranker import AresReranker
 from ..utils.checks import is_number
-from ..rerank import AresReranker
 from .common import Partial, SearchResult, SearchRun, check_positive
 from .generators import StepGenerator
 
@@ -44,11 +45,12 @@ def stepwise_best_of_n(
     rejection: str = "hard",
     threshold: float | None = None,
     keep: int = 1,
-    max_steps: int = 64,
+    num_iterations: int = 64,
     aggregate: Aggregate | None = None,
     selection: str | None = None,
     answer_fn: AnswerFn | None = None,
     seed: int | None = 0,
+    max_steps: int | None = None,
 ) -> list[SearchResult]:
     """Best-of-N with the candidates generated step by step and (optionally) stopped early (module docstring).
 
@@ -61,24 +63,31 @@ def stepwise_best_of_n(
         rejection: ``"hard"``, ``"soft"`` or ``"none"`` (plain best-of-N).
         threshold: A step with tau <= threshold stops its candidate (default: the reranker's config threshold).
         keep: ``"soft"``: the unstopped candidates a problem always keeps.
-        max_steps: Steps per candidate at most (also the streaming horizon); a candidate still running then is cut.
+        num_iterations: Steps per candidate at most (also the streaming horizon); a candidate still running then is
+            cut. The name beam search and DVTS use (and ``--num-iterations``).
         aggregate, selection, answer_fn: Overrides of the reranker's.
         seed: Seeds the generator and keys each candidate's continuations.
+        max_steps: The old name of ``num_iterations`` (deprecated: ``AresConfig.max_steps`` is the longest chain
+            ARES scores, another thing); warns.
 
     Returns:
         One :class:`~ares_rerank.search.common.SearchResult` per prompt (method ``"best-of-n"`` or
         ``"early-rejection"``), with every candidate (stopped ones as far as they got).
     """
     where = "stepwise_best_of_n"
-    check_positive(where, n=n, keep=keep, max_steps=max_steps)
+    if max_steps is not None:
+        warnings.warn(f"{where}(max_steps=...) is deprecated: pass num_iterations={max_steps} (max_steps is "
+                      "AresConfig's longest chain).", DeprecationWarning, stacklevel=2)
+        num_iterations = max_steps
+    check_positive(where, n=n, keep=keep, num_iterations=num_iterations)
     if rejection not in REJECTIONS:
         raise ValueError(f"{where}(rejection={rejection!r}) must be one of {list(REJECTIONS)}.")
     threshold = reranker.config.threshold if threshold is None and isinstance(reranker, AresReranker) else threshold
     if not is_number(threshold) or not 0.0 <= float(threshold) <= 1.0:
         raise ValueError(f"{where}(threshold={threshold!r}) must be a number in [0, 1], or None for the reranker's.")
-    run = SearchRun(where, generator, prompts, reranker, max_steps, aggregate, selection, answer_fn, seed)
+    run = SearchRun(where, generator, prompts, reranker, num_iterations, aggregate, selection, answer_fn, seed)
     candidates = [[run.start(p, f"c{c}") for c in range(n)] for p in range(len(run.prompts))]
-    for _ in range(max_steps):
+    for _ in range(num_iterations):
         live = [(p, c) for p, group in enumerate(candidates) for c in group if not (c.finished or c.stopped)]
         if not live:
             break

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..chain import Chain
-from ..io import prepare_run_dir, write_atomic
+from ..utils.io import prepare_run_dir, write_atomic
 from .mix import MixArguments, chain_source
 from .pairs import build_pairs, split_chains
 
@@ -159,7 +159,8 @@ def resolve_head(head: str, revision: str | None = None, cache_dir: str | None =
 def head_settings(folder: Path, head: str) -> dict[str, Any]:
     """What adapting ``folder`` keeps from the head: rank, scale, dropout, base, premise selection, window, the
     calibration method and the record itself."""
-    from ..backbones.hub import read_adapter_config, read_calibration
+    from ..backbones.hub import read_adapter_config
+    from ..calibration import read_calibration
 
     if not (folder / "adapter_config.json").is_file():
         raise ValueError(f"HEAD={head!r} is a full model, not a LoRA adapter head: adapt continues an adapter. Train "
@@ -186,7 +187,7 @@ def replay_mix(record: dict[str, Any]) -> MixArguments | None:
 
 
 def _user_splits(args: AdaptArguments) -> dict[str, list[Chain]]:
-    from ..io import read_chains
+    from ..chain import read_chains
 
     chains = read_chains(args.chains_file)
     unlabelled = [c.id for c in chains if c.labels is None]

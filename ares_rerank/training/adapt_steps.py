@@ -89,7 +89,7 @@ def average_weights(model: Any, initial: dict[str, Any], weight: float) -> None:
 
 def ares_f1_at_half(chains: list[Chain], backbone: Any) -> float:
     """ARES macro-F1 of ``chains`` (prior 1, auto mode) with a step flagged when its score is at most 0.5."""
-    from ..config import AresConfig
+    from ..estimator.config import AresConfig
     from ..evaluation.protocol import macro_prf
     from ..scoring import score_chains
 

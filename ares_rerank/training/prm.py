@@ -27,7 +27,7 @@ from transformers import TrainingArguments
 
 from ..backbones.hub import named_load_errors, peft_wrapping
 from ..backbones.loading import KIND_CONFIG_KEY
-from ..io import atomic_folder, check_outside_package, prepare_run_dir
+from ..utils.io import atomic_folder, check_outside_package, prepare_run_dir
 
 
 __all__ = ["PRMTrainingArguments", "chain_rows", "check_row", "encode_rows", "load_rows", "load_prm", "train_prm"]

@@ -179,7 +179,8 @@ def _rounds_html(candidates: Sequence[CandidateView]) -> str:
             cells.append(f"<td>{_bar(c.steps.taus[r])}{c.steps.taus[r]:.2f}{word}</td>")
         summary = f"{alive} written; " + ", ".join(f"{n} {w}" for w, n in ended.items() if n)
         rows.append(f"<tr><th>{r + 1}</th>{''.join(cells)}<td>{esc(summary.rstrip('; '))}</td></tr>")
-    return (f'<details class="rounds"><summary>round by round ({depth} round{"" if depth == 1 else "s"})</summary><table><tr><th>round</th>'
+    return (f'<details class="rounds"><summary>round by round ({depth} round{"" if depth == 1 else "s"})</summary>'
+            '<table><tr><th>round</th>'
             f"{head}<th>candidates</th></tr>{''.join(rows)}</table></details>")
 
 

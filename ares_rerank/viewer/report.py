@@ -42,7 +42,7 @@ def render_file(path: str | os.PathLike[str], *, kind: str = "auto", chains: Seq
     Args:
         path: The file (``-``: standard input).
         kind: ``"auto"`` (detected from the first record) or a key of :data:`KINDS`.
-        chains: ``score`` only: the chains it scored (:func:`~ares_rerank.io.read_chains`), for the steps' text,
+        chains: ``score`` only: the chains it scored (:func:`~ares_rerank.chain.read_chains`), for the steps' text,
             base claims and gold labels.
         step_separator: ``rank`` only: how candidates were split into steps (``None``: sentences).
         threshold: Flags steps of records that carry no flags (``rank`` / ``search``): ``tau <= threshold``.

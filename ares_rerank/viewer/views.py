@@ -47,7 +47,7 @@ def chain_scores(record: dict[str, Any], where: str) -> ChainScores:
 
 def score_views(records: Sequence[tuple[int, Any]], path: str, threshold: float,
                 chains: Sequence[Any] | None = None, chains_path: str = "--chains") -> list[ChainView]:
-    """``score``'s lines as chains; ``chains`` (the scored input, :func:`~ares_rerank.io.read_chains`) gives each
+    """``score``'s lines as chains; ``chains`` (the scored input, :func:`~ares_rerank.chain.read_chains`) gives each
     its steps' text, base claims and gold labels (see :func:`join_chains`)."""
     views = []
     matched = join_chains(records, chains, chains_path, path) if chains is not None else [None] * len(records)

@@ -117,7 +117,8 @@ def main() -> None:
         question_of = {tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False,
                                                      add_generation_prompt=True): q for q in questions}
         scored = [e for e in experiences if e.rewards is not None]
-        which = [max((i for i, r in enumerate(ids) if e.sequences[0].tolist()[-len(r):] == r), key=lambda i: len(ids[i]))
+        which = [max((i for i, r in enumerate(ids) if e.sequences[0].tolist()[-len(r):] == r),
+                     key=lambda i: len(ids[i]))
                  for e in scored]
         expected = AresReward(reranker, unscorable_value=0.0)([question_of[e.prompts[0]] for e in scored],
                                                               [responses[i] for i in which])

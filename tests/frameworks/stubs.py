@@ -247,3 +247,18 @@ def install_stubs(names: tuple[str, ...] = STUBBED) -> list[str]:
             continue  # really installed: keep it
         finder.roots[name] = _fill_ray if name == "ray" else None
     return sorted(finder.roots)
+
+
+def uninstall_stubs() -> list[str]:
+    """Removes the stand-ins again (the finder, and every stubbed module from ``sys.modules``), so tests that run
+    after the framework tests see ray, vllm, deepspeed and flash_attn as not installed (TRL, for one, asks whether
+    vLLM is there, and reads a stand-in's version as garbage). Modules of the frameworks imported meanwhile keep the
+    stand-ins they hold. Returns the names that were stubbed."""
+    finder = next((f for f in sys.meta_path if isinstance(f, _StubFinder)), None)
+    if finder is None:
+        return []
+    sys.meta_path.remove(finder)
+    roots = sorted(finder.roots)
+    for name in [n for n in sys.modules if n.split(".")[0] in finder.roots]:
+        del sys.modules[name]
+    return roots

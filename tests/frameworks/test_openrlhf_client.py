@@ -21,7 +21,7 @@ import torch
 
 from ares_rerank import AresReranker, FunctionBackbone
 from ares_rerank.rewards import AresReward
-from ares_rerank.server import RewardServer, ServeConfig
+from ares_rerank.rewards.server import RewardServer, ServeConfig
 from frameworks.openrlhf_harness import load_openrlhf, openrlhf_args, rollout
 from tiny_models import build_tokenizer
 
@@ -125,7 +125,7 @@ def test_openrlhf_reads_reward_remote_url_and_has_no_remote_rm_url(openrlhf, cap
     documented = [capsys.readouterr().out, (REPO_ROOT / "README.md").read_text(),
                   (REPO_ROOT / "docs" / "CONVENTIONS.md").read_text()]
     assert "--reward.remote_url" in documented[0]
-    for module in ("server.py", "openrlhf.py", "commands/serve.py"):
+    for module in ("rewards/server.py", "rewards/openrlhf.py", "commands/serve.py"):
         documented.append((REPO_ROOT / "ares_rerank" / module).read_text())
     assert all("--remote_rm_url" not in text for text in documented)
 
@@ -135,7 +135,7 @@ def test_each_rollout_sample_gets_the_reward_ares_reward_gives_it(openrlhf, toke
     ids = response_ids(tokenizer, RESPONSES)
     with RewardServer(make_reranker(), ServeConfig(port=0, max_wait_ms=5)) as server:
         args = args_for(server.url + "/get_reward")
-        with caplog.at_level(logging.WARNING, logger="ares_rerank.server"):
+        with caplog.at_level(logging.WARNING, logger="ares_rerank.rewards.server"):
             experiences = rollout(openrlhf, args, tokenizer, [{"input": q} for q in QUESTIONS], ids, engines=2)
         answered = server.answered
     assert len(experiences) == len(QUESTIONS) * 4 == answered  # one request per sample, as the executor sends them
@@ -177,7 +177,7 @@ def test_a_left_truncated_prompt_gets_the_reward_of_its_whole_prompt(openrlhf, t
         args = openrlhf_args(["--reward.remote_url", server.url + "/get_reward", "--rollout.n_samples_per_prompt",
                               "3", "--rollout.batch_size", "4", "--rollout.max_new_tokens", "64", "--data.max_len",
                               str(max_len)])
-        with caplog.at_level(logging.WARNING, logger="ares_rerank.server"):
+        with caplog.at_level(logging.WARNING, logger="ares_rerank.rewards.server"):
             experiences = rollout(openrlhf, args, tokenizer, [{"input": q} for q in long_questions], ids)
     queries = [tokenizer.decode(e.sequences[0].tolist(), skip_special_tokens=False) for e in experiences]
     assert not any(q.startswith(e.prompts[0]) for q, e in zip(queries, experiences))  # every prompt was cut

@@ -29,8 +29,8 @@ import torch
 
 from ares_rerank import AresReranker, FunctionBackbone
 from ares_rerank.rewards import AresReward, configure_default
-from ares_rerank.server import RewardServer, ServeConfig
-from ares_rerank.verl import async_compute_score
+from ares_rerank.rewards.server import RewardServer, ServeConfig
+from ares_rerank.rewards.verl import async_compute_score
 from frameworks.stubs import install_stubs, shutdown_actors
 from tiny_models import build_tokenizer
 

@@ -237,7 +237,8 @@ def encode_spans(tokenizer: Any, text: str, spans: Sequence[tuple[int, int]], ad
         encoded = tokenizer(text, add_special_tokens=add_special_tokens, return_offsets_mapping=True, verbose=False)
     except NotImplementedError as err:  # slow tokenizers report no offsets
         raise TypeError(f"{type(tokenizer).__name__} is not a fast tokenizer: load the PRM's tokenizer with "
-                        "AutoTokenizer (use_fast=True), which reports the character offsets this family needs.") from err
+                        "AutoTokenizer (use_fast=True), which reports the character offsets this family needs."
+                        ) from err
     ids, offsets = list(encoded["input_ids"]), list(encoded["offset_mapping"])
     positions, t = [], 0
     for j, (start, end) in enumerate(spans):

@@ -53,7 +53,8 @@ class MathShepherdPRM(PRMBackbone):
         if len(candidates) != 2 or candidates[0] == candidates[1]:
             raise ValueError(
                 f"good_token={good_token!r} and bad_token={bad_token!r} must each be one token in "
-                f"{good_token + ' ' + bad_token!r} (this tokenizer gives {tokenizer.convert_ids_to_tokens(candidates)})."
+                f"{good_token + ' ' + bad_token!r} (this tokenizer gives "
+                f"{tokenizer.convert_ids_to_tokens(candidates)})."
             )
         self.good_id, self.bad_id = candidates
 

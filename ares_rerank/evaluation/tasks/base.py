@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ares_rerank.chain import Chain
-from ares_rerank.io import read_jsonl, read_utf8
+from ...chain import Chain
+from ...utils.io import read_jsonl, read_utf8
 
 
 __all__ = ["TaskData", "first_unsound", "iter_records", "labels_from_first_error", "records_from", "strip_numbering"]
@@ -87,7 +87,7 @@ def labels_from_first_error(num_steps: int, first_error: int | None, propagate: 
 
 
 def iter_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    """Records of a ``.jsonl`` file (one object a line, read by :func:`~ares_rerank.io.read_jsonl`) or a ``.json``
+    """Records of a ``.jsonl`` file (one object a line, read by :func:`~ares_rerank.utils.io.read_jsonl`) or a ``.json``
     file holding a list of objects.
 
     Raises:

@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ares_rerank.chain import Chain
-from ares_rerank.data.paths import shared_data_dir
+from ...chain import Chain
+from ...data.paths import shared_data_dir
 
 from .base import TaskData, labels_from_first_error, records_from
 

@@ -25,9 +25,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ares_rerank.answers import AnswerFn, answer_matcher
-from ares_rerank.chain import Chain, split_prompt, split_steps
-from ares_rerank.data.bon import claimtrees_answer, claimtrees_bon, recipe_answer, recipes_bon
+from ...rerank.answers import AnswerFn, answer_matcher
+from ...chain import Chain, split_prompt, split_steps
+from ...data.bon import claimtrees_answer, claimtrees_bon, recipe_answer, recipes_bon
 
 from .base import iter_records
 
@@ -195,7 +195,7 @@ def load_bon_generated(
     elif kind == "recipes":
         tag = "all" if recipes is None else recipes if recipes == "heldout" else "-".join(sorted(recipes))
         if recipes == "heldout":
-            from ares_rerank.training.mix import HELDOUT_RECIPES
+            from ...training.mix import HELDOUT_RECIPES
 
             recipes = HELDOUT_RECIPES
         sets = recipes_bon(n or 60, candidates, recipes=recipes, seed=seed, data_dir=data_dir)

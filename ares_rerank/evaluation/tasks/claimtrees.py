@@ -12,7 +12,7 @@ Task metadata:
 
 from __future__ import annotations
 
-from ares_rerank.data.claimtrees import load_claimtrees, name_capacity
+from ...data.claimtrees import load_claimtrees, name_capacity
 
 from .base import TaskData
 

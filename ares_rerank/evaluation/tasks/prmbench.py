@@ -24,8 +24,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ares_rerank.chain import Chain
-from ares_rerank.data.paths import shared_data_dir
+from ...chain import Chain
+from ...data.paths import shared_data_dir
 
 from .base import TaskData, first_unsound, records_from, strip_numbering
 

@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ares_rerank.chain import Chain
+from ...chain import Chain
 
 from .base import TaskData, labels_from_first_error, records_from
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from ares_rerank.data.recipes import load_recipes
+from ...data.recipes import load_recipes
 
 from .base import TaskData
 

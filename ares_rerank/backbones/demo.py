@@ -4,7 +4,7 @@ The head shipped in ``ares_rerank/default_head`` is an entailment head trained o
 recipes only. On a math problem its scores carry no signal (the head shipped before it gave every step of every
 candidate 0.006-0.09), so a reranker picks at random and GRPO scales near-constant or random rewards up to full-size
 advantages. :class:`~ares_rerank.rerank.AresReranker` (and so
-:class:`~ares_rerank.rewards.AresReward` and :class:`~ares_rerank.filters.AresFilter`) checks each scoring call with
+:class:`~ares_rerank.rewards.AresReward` and :class:`~ares_rerank.rerank.AresFilter`) checks each scoring call with
 :func:`off_domain_reason` while its backbone :func:`is_demo_backbone`, and warns once per reranker with
 :class:`DemoBackboneWarning`, naming what to pass instead.
 """
@@ -61,7 +61,7 @@ def is_demo_backbone(backbone: Any) -> bool:
     source = _attribute(backbone, "source")
     if not isinstance(source, (str, Path)) or not str(source):
         return False
-    from .backbones.hub import DEFAULT_HEAD_DIR
+    from .hub import DEFAULT_HEAD_DIR
 
     try:
         return Path(source).resolve() == DEFAULT_HEAD_DIR.resolve()

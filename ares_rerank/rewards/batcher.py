@@ -1,8 +1,8 @@
 """Reward scoring for RL trainers' reward services: many callers' completions -> one reranker call -> each caller's
-own records, and what those records become for a trainer (a finite reward, per-completion logs, step end offsets).
+own records (what those records become for a trainer is :mod:`~ares_rerank.rewards.stats`).
 
-Used by the reward server (:mod:`ares_rerank.server`, ``ares-rerank serve``), the answers of OpenRLHF's protocol
-(:mod:`ares_rerank.openrlhf`) and the verl reward functions (:mod:`ares_rerank.verl`).
+Used by the reward server (:mod:`~ares_rerank.rewards.server`, ``ares-rerank serve``) and the verl reward functions
+(:mod:`~ares_rerank.rewards.verl`).
 
 :class:`RewardBatcher` owns one :class:`~ares_rerank.rerank.AresReranker`: callers on any thread ``submit`` (prompts,
 completions) jobs; one worker thread takes the queued jobs (up to ``max_batch`` completions, waiting at most
@@ -13,31 +13,24 @@ in completions (``max_queue``): a job that does not fit is refused at once with 
 
 Scores do not depend on how jobs are batched together: ``score_pairs`` scores each chain on its own, so the records
 equal those of one ``score_pairs(prompts, completions, on_error="none")`` call per job, and rewards from
-:func:`reward_values` equal ``AresReward(reranker, unscorable_value=...)(prompts, completions)``.
+:func:`~ares_rerank.rewards.stats.reward_values` equal
+``AresReward(reranker, unscorable_value=...)(prompts, completions)``.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
-import re
 import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .utils.checks import check_positive_int, is_finite_number
+from ..utils.checks import check_positive_int, is_finite_number
 
 
-__all__ = [
-    "BatcherClosed",
-    "QueueFull",
-    "RewardBatcher",
-    "completion_logs",
-    "reward_values",
-    "step_ends",
-]
+__all__ = ["BatcherClosed", "QueueFull", "RewardBatcher"]
 
 logger = logging.getLogger(__name__)
 
@@ -201,54 +194,3 @@ class RewardBatcher:
                 record["index"] = i
             job.future.set_result(own)
             start += len(job.completions)
-
-
-def reward_values(records: Sequence[dict[str, Any]], unscorable_value: float) -> list[float]:
-    """One finite reward per record: its score, or ``unscorable_value`` where it has none (what
-    ``AresReward(reranker, unscorable_value=...)`` returns for the same records)."""
-    if not is_finite_number(unscorable_value):
-        raise ValueError(f"unscorable_value={unscorable_value!r} must be a finite number (RL trainers need a float "
-                         "for every completion), e.g. 0.0.")
-    for record in records:
-        if record["error"] and record["score"] is None:
-            logger.debug("completion %d is unscorable: %s", record["index"], record["error"])
-    return [float(unscorable_value) if r["score"] is None else float(r["score"]) for r in records]
-
-
-def completion_logs(records: Sequence[dict[str, Any]], threshold: float) -> dict[str, list[float]]:
-    """Per-completion numbers for a trainer's logs, each a list of floats aligned to ``records``, never ``None``
-    (OpenRLHF turns each into a float tensor and averages it): ``ares_scored`` (1.0 or 0.0), ``ares_num_steps``
-    (0.0 when unscored), ``ares_first_error`` (the first step with tau <= ``threshold``; -1.0 when none or unscored)
-    and ``ares_flagged_frac`` (the fraction of steps with tau <= ``threshold``; 0.0 when unscored)."""
-    logs: dict[str, list[float]] = {"ares_scored": [], "ares_num_steps": [], "ares_first_error": [],
-                                    "ares_flagged_frac": []}
-    for record in records:
-        scored = record["score"] is not None
-        steps = record["step_scores"] if scored else []
-        logs["ares_scored"].append(float(scored))
-        logs["ares_num_steps"].append(float(len(steps)))
-        logs["ares_first_error"].append(float(record["first_error"]) if scored else -1.0)
-        logs["ares_flagged_frac"].append(sum(s <= threshold for s in steps) / len(steps) if steps else 0.0)
-    return logs
-
-
-def step_ends(text: str, steps: Sequence[str]) -> list[int]:
-    """For each step (in order, as ``split_steps`` cut them from ``text``), the character offset in ``text`` just
-    past its end.
-
-    Steps are stripped pieces of ``text`` in order, found from where the previous one ended; a step whose whitespace
-    was normalised (a ``\\r\\n`` line ending) is matched with any whitespace between its words. A step found nowhere
-    (it cannot happen for steps that ``split_steps`` cut from ``text``) ends at the end of the text.
-    """
-    ends, cursor = [], 0
-    for step in steps:
-        start = text.find(step, cursor)
-        if start >= 0:
-            end = start + len(step)
-        else:
-            pattern = r"\s+".join(re.escape(word) for word in step.split())
-            match = re.compile(pattern).search(text, cursor) if pattern else None
-            end = match.end() if match else len(text)
-        ends.append(end)
-        cursor = end
-    return ends

@@ -1,8 +1,8 @@
 """An ARES reward server for distributed RL (``ares-rerank serve``): ``POST /get_reward`` in OpenRLHF's remote reward
-protocol (:mod:`ares_rerank.openrlhf`: queries and prompts in; ``rewards``, ``scores``, ``extra_logs`` out) and
+protocol (:mod:`ares_rerank.rewards.openrlhf`: queries and prompts in; ``rewards``, ``scores``, ``extra_logs`` out) and
 ``GET /health``.
 
-Requests from many clients are scored together (:class:`~ares_rerank.batching.RewardBatcher`: up to ``max_batch``
+Requests from many clients are scored together (:class:`~ares_rerank.rewards.batcher.RewardBatcher`: up to ``max_batch``
 completions per reranker call, waiting at most ``max_wait_ms`` for more), and each gets exactly its own results.
 A response that cannot be scored gets ``unscorable_value`` (default 0.0, since OpenRLHF needs a float).
 
@@ -19,7 +19,7 @@ refused with 413 unread; a chunked body is read only up to the limit), completio
 413), connections served at once (``max_connections``, 503) and time (``read_timeout`` for a request to arrive, 408).
 Every error is JSON, ``{"error": "..."}``, naming the field, the value and the fix; never a traceback (it is logged).
 Every refusal is also logged at WARNING with its reason, and so is a query that did not start with its prompt (a
-left-truncated prompt, :func:`~ares_rerank.openrlhf.split_query`): at most one line per reason per ``log_interval``
+left-truncated prompt, :func:`~.openrlhf.split_query`): at most one line per reason per ``log_interval``
 seconds, the next line counting those held back. :meth:`RewardServer.stop` (SIGTERM / Ctrl-C in
 ``ares-rerank serve``) stops accepting, answers every request in flight or queued, then returns.
 
@@ -43,9 +43,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from .batching import BatcherClosed, QueueFull, RewardBatcher
-from .chat_templates import strip_end_markers
-from .config import is_finite_number, is_int
+from ..chat_templates import strip_end_markers
+from ..utils.checks import is_finite_number, is_int
+from .batcher import BatcherClosed, QueueFull, RewardBatcher
 from .openrlhf import DEFAULT_END_MARKERS, REWARD_PATH, RequestError, RewardRequest, parse_reward_request, reward_answer
 
 

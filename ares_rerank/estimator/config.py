@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from .chain import Chain
-from .utils.checks import is_finite_number, is_int, is_number
+from ..chain import Chain
+from ..utils.checks import is_finite_number, is_int, is_number
 
 
 __all__ = [

@@ -1,6 +1,6 @@
 """Answer-aware best-of-N selection: group candidates by final answer, then vote.
 
-Data flow: chain scores (:mod:`ares_rerank.aggregate`) + answer groups (:mod:`ares_rerank.answers`) -> a vote per
+Data flow: chain scores (:mod:`ares_rerank.aggregate`) + answer groups (:mod:`ares_rerank.rerank.answers`) -> a vote per
 group -> the winning group's best-scoring candidate. The rules, as search-and-learn (``pred_naive`` /
 ``pred_weighted`` / ``pred_maj``) and OpenR report them, plus one that reads ARES's flags:
 

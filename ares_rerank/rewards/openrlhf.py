@@ -1,4 +1,4 @@
-"""OpenRLHF's remote reward protocol, as ``ares-rerank serve`` (:mod:`ares_rerank.server`) speaks it.
+"""OpenRLHF's remote reward protocol, as ``ares-rerank serve`` (:mod:`ares_rerank.rewards.server`) speaks it.
 
 OpenRLHF 0.11 (``--reward.remote_url http://host:port/get_reward``; a comma-separated list shards across servers)
 POSTs ``{"query": [...], "prompts": [...], "labels": [...]}`` from each rollout: the query is the whole decoded
@@ -10,7 +10,7 @@ here::
 
     {"rewards": [0.93, 0.0], "scores": [0.93, 0.0],
      "extra_logs": {"ares_scored": [1.0, 0.0], "ares_num_steps": [3.0, 0.0], "ares_first_error": [-1.0, -1.0],
-                    "ares_flagged_frac": [0.0, 0.0]},
+                    "ares_flagged_frac": [0.0, 0.0], "ares_evaluations": [3.0, 0.0]},
      "step_scores": [[0.99, 0.97, 0.93], []], "step_ends": [[12, 40, 71], []]}
 
 - the response scored is what follows the prompt in the query (:func:`split_query`), without the end-of-sequence
@@ -37,8 +37,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .batching import completion_logs, reward_values, step_ends
-from .chat_templates import LAYOUTS, strip_end_markers
+from .stats import completion_logs, reward_values, step_ends
+from ..chat_templates import LAYOUTS
 
 
 __all__ = [

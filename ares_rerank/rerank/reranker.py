@@ -8,7 +8,7 @@ sentence-transformers' ``CrossEncoder.predict`` / ``rank``.
 
 Like ``CrossEncoder``, the reranker takes ``batch_size`` (here: chains per estimator call) and ``show_progress_bar``
 (a tqdm bar over chains for calls longer than one batch), and ``rank`` records carry ``corpus_id`` (with ``index`` as
-an alias). It warns once (:class:`~ares_rerank.domain.DemoBackboneWarning`) when the embedded demo head scores text
+an alias). It warns once (:class:`~ares_rerank.DemoBackboneWarning`) when the embedded demo head scores text
 outside its domain.
 
 Prompts and completions may be strings or conversations (lists of ``{"role", "content"}`` messages, TRL's
@@ -25,18 +25,18 @@ import warnings
 from typing import Any, Sequence
 
 from . import fingerprint
-from .aggregate import Aggregate, aggregate_scores, get_aggregate
+from ..aggregate import Aggregate, aggregate_scores, get_aggregate
 from .answers import AnswerFn, AnswerMatcher, answer_matcher
-from .backbones.base import Backbone
-from .backbones.served import is_outage
-from .baselines import check_method_backbone
-from .chain import COMPLETION_ROLES, PROMPT_ROLES, Chain, ChainScores, message_text, split_prompt, split_steps
-from .chat_templates import ChatLayout, prompt_text, resolve_layout, response_text
-from .domain import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
-from .config import AresConfig
-from .utils.checks import is_int
+from ..backbones.base import Backbone
+from ..utils.http import is_outage
+from ..baselines import check_method_backbone
+from ..chain import COMPLETION_ROLES, PROMPT_ROLES, Chain, ChainScores, message_text, split_prompt, split_steps
+from ..chat_templates import ChatLayout, prompt_text, resolve_layout, response_text
+from ..backbones.demo import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
+from ..estimator.config import AresConfig
+from ..utils.checks import is_int
 from .records import NO_STEPS, certificate, check_candidate_lists, empty_record, rank_record, rank_records
-from .scoring import METHODS, check_batch_size, length_error, progress_bar, score_chains
+from ..scoring import METHODS, check_batch_size, length_error, progress_bar, score_chains
 from .voting import check_selection, order_by_vote
 
 
@@ -49,7 +49,7 @@ _ON_ERROR = ("raise", "none")
 
 def _load_backbone(spec: str, **kwargs: Any) -> Backbone:
     """Load a backbone by name or path (imported here: loading pulls in transformers)."""
-    from .backbones.loading import load_backbone
+    from ..backbones.loading import load_backbone
 
     return load_backbone(spec, **kwargs)
 
@@ -94,10 +94,10 @@ class AresReranker:
         selection: How :meth:`rank` / :meth:`select` choose: ``"best"`` (the highest chain score), or an
             answer-aware vote over the candidates' final answers: ``"majority"``, ``"weighted"`` (summed chain
             scores per answer) or ``"sound-weighted"`` (summed scores of the chains with no flagged step); see
-            :mod:`ares_rerank.voting`. Per-call override ``selection=``.
+            :mod:`ares_rerank.rerank.voting`. Per-call override ``selection=``.
         answer_fn: How final answers are read and compared for the votes: ``"standard"`` (``\\boxed{}``,
             "The answer is", ``# Answer``), ``"math-verify"`` (the ``math`` extra, as TRL's accuracy reward) or a
-            callable ``fn(completion_text) -> key``; see :mod:`ares_rerank.answers`.
+            callable ``fn(completion_text) -> key``; see :mod:`ares_rerank.rerank.answers`.
         chat_layout: How string prompts and completions that a chat template rendered are read back
             (:mod:`ares_rerank.chat_templates`): ``"auto"`` (default; the known layouts -- ChatML, Llama 3,
             DeepSeek-R1, Mistral, Gemma, Phi -- detected per text, plain text kept but for end markers at its end

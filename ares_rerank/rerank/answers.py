@@ -1,7 +1,7 @@
 """Final answers of candidate chains, and which answers are the same: what answer-aware best-of-N votes group by.
 
 Data flow: candidate text -> an :class:`AnswerMatcher` extracts its final answer -> equal answers form one group ->
-:mod:`ares_rerank.voting` selects a group (majority, weighted, ...) -> the chosen candidate.
+:mod:`ares_rerank.rerank.voting` selects a group (majority, weighted, ...) -> the chosen candidate.
 
 Three ways to read and compare answers (``answer_fn`` wherever a reranker, ``best_of_n`` or the evaluation takes one):
 

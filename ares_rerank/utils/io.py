@@ -22,6 +22,8 @@ from typing import Any, Iterator, Sequence
 
 
 __all__ = [
+    "broken_link",
+    "read_json_bounded",
     "PACKAGE_DIR",
     "ResumableOutput",
     "atomic_folder",
@@ -33,7 +35,6 @@ __all__ = [
     "file_signature",
     "hold_lock",
     "naming_errors",
-    "read_chains",
     "read_jsonl",
     "read_utf8",
     "record_key",
@@ -85,7 +86,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[tuple[int, Any]]:
 
 
 STALE_TEMP_SECONDS = 3600  # a temporary file of ours older than this is left over from a killed run
-PACKAGE_DIR = Path(__file__).resolve().parent  # the installed package: never a place for results
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the installed ares_rerank package: never a place for results
 
 
 def remove_stale_temps(path: Path) -> None:
@@ -523,39 +524,29 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
         handle.write(text)
 
 
-def read_chains(path: str | os.PathLike[str], step_separator: str | None = "\n\n", prompt_split: str = "none") -> list:
-    """The chains of a JSONL file (``-`` = standard input), one per non-empty line.
+def broken_link(path: Path) -> str:
+    """Why a symbolic link at ``path`` cannot be followed: a loop, a missing target, or unreadable."""
+    try:
+        os.stat(path)
+    except OSError as err:
+        return "links back to itself (a loop)" if err.errno == errno.ELOOP else "does not exist"
+    return "cannot be read"
 
-    A line is ``{"base_claims": [...], "steps": [...]}`` or ``{"prompt": "...", "completion": "..."}`` (the completion
-    split into steps by ``step_separator``, ``None`` = sentences; the prompt into claims by ``prompt_split``), with
-    optional ``"id"`` (default: the line number), ``"labels"`` (one per step, 1 = unsound) and, with ``steps``,
-    ``"meta"``
-    (e.g. the ``rules`` of a ClaimTrees chain, which lets training build oracle pairs).
 
-    Raises:
-        ValueError: A line is not such an object; the message names the file, the line and what is missing.
-    """
-    from .chain import Chain
-
-    chains = []
-    for lineno, record in read_jsonl(path):
-        if not isinstance(record, dict):
-            raise ValueError(f"{path}:{lineno} must be a JSON object, got {type(record).__name__}.")
-        try:
-            chain_id = record.get("id")
-            if chain_id is None:  # absent or null: the line number
-                chain_id = lineno
-            elif isinstance(chain_id, bool) or not isinstance(chain_id, (str, int)):
-                raise ValueError(f"id={chain_id!r} must be a string or an integer (or absent: the line number).")
-            if "steps" in record:
-                chain = Chain(record.get("base_claims", []), record["steps"], labels=record.get("labels"),
-                              id=str(chain_id), meta=record.get("meta"))
-            elif "completion" in record:
-                chain = Chain.from_text(record.get("prompt", ""), record["completion"], step_separator=step_separator,
-                                        prompt_split=prompt_split, labels=record.get("labels"), id=str(chain_id))
-            else:
-                raise ValueError("needs 'steps' (with 'base_claims') or 'completion' (with 'prompt').")
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"{path}:{lineno} {err}") from err
-        chains.append(chain)
-    return chains
+def read_json_bounded(path: Path, limit: int, example: str = '{"temperature": 1.3}',
+                      fix: str = "calibrate the head again") -> Any:
+    """The JSON of a small file (at most ``limit`` bytes, the size checked before reading), or a
+    ValueError naming the file, what it should hold (``example``) and the ``fix``."""
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        raw = handle.read(limit + 1) if size <= limit else b""
+    if size > limit or len(raw) > limit:
+        raise ValueError(
+            f"{path} is {max(size, len(raw)):,} bytes, more than a file of this kind can be "
+            f"({limit:,}), so it was not read: replace "
+            f"it with the right record, e.g. {example}, or {fix}."
+        )
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not valid JSON ({err}): expected e.g. {example}; {fix}.") from err

@@ -27,224 +27,30 @@ loaded always raises: that is a configuration error, not a completion to skip.
 
 ``ares_reward`` builds its reranker lazily on its first call (importing this module loads no model), so
 ``trl grpo --reward_funcs ares_rerank.rewards.ares_reward`` works as is; ``ares_rerank.rewards.async_ares_reward`` is
-the same reward for TRL's async path (:class:`AsyncAresReward`). Their reranker is built from, for each setting,
-:func:`configure_default`, else the environment, else the built-in default:
-
-==================================  =====================================================================  ===========
-variable                            value                                                                  default
-==================================  =====================================================================  ===========
-``ARES_RERANK_BACKBONE``            a name or path for ``load_backbone`` (folder, hub id, URL, ...)        ``default``
-``ARES_RERANK_KIND``                the backbone kind: ``nli``, a PRM family (``prm-qwen``, ...),          detected
-                                    ``prm``, ``prm-causal``, ``judge``, ``openai``, ``vllm-pooling``
-``ARES_RERANK_BACKBONE_OPTIONS``    a JSON object of ``load_backbone`` keyword arguments, e.g.             ``{}``
-                                    ``{"dtype": "bfloat16", "batch_size": 32}``
-``ARES_RERANK_AGGREGATE``           the chain score: ``final``, ``mean``, ``min``, ``product``             ``final``
-``ARES_RERANK_RERANKER_OPTIONS``    a JSON object of ``AresReranker`` keyword arguments: ``method``,       ``{}``
-                                    ``step_separator``, ``prompt_split``, ``prompt_roles``,
-                                    ``completion_roles``, ``chat_layout``, ``tokenizer`` (the policy's
-                                    folder or hub id), ``batch_size``, and ``config`` (an object of
-                                    ``AresConfig`` fields, e.g. ``{"eps": 0.05}``)
-==================================  =====================================================================  ===========
-
-A bad value (unknown kind or aggregate, JSON that does not parse or is not an object, an unknown key) is a
-``ValueError`` naming the variable, the value and the fix, raised by the first reward call or by
-:func:`settings_from_env`, which checks them without loading anything. With the embedded demo head (the default) on
-text outside its domain the reranker warns once (:class:`~ares_rerank.domain.DemoBackboneWarning`).
+the same reward for TRL's async path (:class:`AsyncAresReward`). That reranker is the default one of
+:mod:`~ares_rerank.rewards.default`, configured by :func:`~ares_rerank.rewards.default.configure_default` or the
+``ARES_RERANK_*`` environment variables.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import logging
-import os
-import threading
-import weakref
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
-from . import fingerprint
-from .aggregate import AGGREGATES, Aggregate, aggregate_name, get_aggregate
-from .backbones.base import Backbone, FunctionBackbone
-from .config import AresConfig
-from .utils.checks import is_finite_number, is_number
-from .records import NO_STEPS
-from .rerank import AresReranker, resolve_backbone
+from ..aggregate import Aggregate, aggregate_name, get_aggregate
+from ..rerank import fingerprint
+from ..rerank.records import NO_STEPS
+from ..rerank.reranker import AresReranker
+from ..utils.checks import is_finite_number, is_number
+from .default import backbone_lock, default_is_built, default_reranker
+from .stats import completion_stats
 
 
-__all__ = [
-    "AGGREGATE_ENV",
-    "BACKBONE_ENV",
-    "BACKBONE_OPTIONS_ENV",
-    "KIND_ENV",
-    "RERANKER_OPTIONS_ENV",
-    "AresReward",
-    "AsyncAresReward",
-    "ares_reward",
-    "backbone_lock",
-    "async_ares_reward",
-    "configure_default",
-    "default_reranker",
-    "settings_from_env",
-]
+__all__ = ["AresReward", "AsyncAresReward", "ares_reward", "async_ares_reward"]
 
 logger = logging.getLogger(__name__)
-
-BACKBONE_ENV = "ARES_RERANK_BACKBONE"
-KIND_ENV = "ARES_RERANK_KIND"
-BACKBONE_OPTIONS_ENV = "ARES_RERANK_BACKBONE_OPTIONS"
-AGGREGATE_ENV = "ARES_RERANK_AGGREGATE"
-RERANKER_OPTIONS_ENV = "ARES_RERANK_RERANKER_OPTIONS"
-_RERANKER_OPTIONS = ("method", "step_separator", "prompt_split", "prompt_roles", "completion_roles", "chat_layout",
-                     "tokenizer", "batch_size", "config")
-
-_default_settings: dict[str, Any] = {}
-_default: AresReranker | None = None
-_default_lock = threading.Lock()
-# One lock per live backbone: weakly keyed, so the registry shrinks with them, and a new object that reuses a dead
-# one's id() never inherits its lock (backbones that take no weak reference fall back to their id).
-_backbone_locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_unweakable_locks: dict[int, threading.Lock] = {}
-_registry_lock = threading.Lock()
-
-
-def _json_object(environ: Mapping[str, str], name: str) -> dict[str, Any]:
-    raw = environ.get(name, "").strip()
-    if not raw:
-        return {}
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{name}={raw!r} is not valid JSON ({err}): give a JSON object, e.g. '{{\"dtype\": "
-                         "\"bfloat16\"}'.") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"{name}={raw!r} is a JSON {type(value).__name__}, not an object: give e.g. '{{}}'.")
-    return value
-
-
-def _stand_in_backbone() -> FunctionBackbone:
-    """A backbone to check reranker settings against before the real one is loaded: pair-wise and whole-chain."""
-    stand_in = FunctionBackbone(lambda premises, hypotheses: [0.0] * len(hypotheses), name="stand-in")
-    stand_in.chain_step_probs = lambda base_claims, steps: [0.0] * len(steps)  # type: ignore[attr-defined]
-    return stand_in
-
-
-def settings_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The default reranker's settings named by the environment (see the module docstring); loads nothing.
-
-    Returns:
-        A dict with the keys found: ``backbone``, ``kind``, ``backbone_options`` (dict), ``aggregate`` and the
-        keys of ``ARES_RERANK_RERANKER_OPTIONS`` (``config`` as an :class:`~ares_rerank.estimator.AresConfig`).
-
-    Raises:
-        ValueError: A variable holds a bad value; the message names it, the value and the fix.
-    """
-    from .backbones.loading import KINDS
-
-    environ = os.environ if environ is None else environ
-    settings: dict[str, Any] = {}
-    if environ.get(BACKBONE_ENV, "").strip():
-        settings["backbone"] = environ[BACKBONE_ENV].strip()
-    kind = environ.get(KIND_ENV, "").strip()
-    if kind:
-        if kind not in KINDS:
-            raise ValueError(f"{KIND_ENV}={kind!r} is unknown: use one of {list(KINDS)}, or unset it to detect the "
-                             "kind from the model's config.")
-        settings["kind"] = kind
-    options = _json_object(environ, BACKBONE_OPTIONS_ENV)
-    if "kind" in options:
-        raise ValueError(f"{BACKBONE_OPTIONS_ENV} has a 'kind' key: set {KIND_ENV} instead.")
-    if options:
-        settings["backbone_options"] = options
-    aggregate = environ.get(AGGREGATE_ENV, "").strip()
-    if aggregate:
-        if aggregate not in AGGREGATES:
-            raise ValueError(f"{AGGREGATE_ENV}={aggregate!r} is unknown: use one of {sorted(AGGREGATES)}.")
-        settings["aggregate"] = aggregate
-    reranker_options = _json_object(environ, RERANKER_OPTIONS_ENV)
-    unknown = sorted(set(reranker_options) - set(_RERANKER_OPTIONS))
-    if unknown:
-        raise ValueError(f"{RERANKER_OPTIONS_ENV} has unknown keys {unknown}: use {list(_RERANKER_OPTIONS)} (the "
-                         f"backbone and aggregate have their own variables, {BACKBONE_ENV} and {AGGREGATE_ENV}).")
-    if "config" in reranker_options:
-        config = reranker_options["config"]
-        if not isinstance(config, dict):
-            raise ValueError(f"{RERANKER_OPTIONS_ENV}: 'config' must be an object of AresConfig fields, e.g. "
-                             '{"eps": 0.05}.')
-        try:
-            reranker_options["config"] = AresConfig(**config)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"{RERANKER_OPTIONS_ENV}: 'config' is not a valid AresConfig: {err}") from None
-    try:  # checked now, against a stand-in backbone, not at the first reward call of a training run
-        AresReranker(_stand_in_backbone(), **reranker_options)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{RERANKER_OPTIONS_ENV}={environ.get(RERANKER_OPTIONS_ENV)!r}: {err}") from None
-    return {**settings, **reranker_options}
-
-
-def configure_default(
-    backbone: Backbone | str | None = None,
-    *,
-    kind: str | None = None,
-    backbone_options: dict[str, Any] | None = None,
-    **reranker_kwargs: Any,
-) -> None:
-    """Choose what the default reranker (used by :data:`ares_reward`, :data:`async_ares_reward` and
-    ``AresReward(None)``) is built from; a setting given here wins over the environment's.
-
-    Nothing is loaded here: the reranker is (re)built on the next call that needs it.
-
-    Args:
-        backbone: A backbone object, or a name / path for ``ares_rerank.load_backbone``. ``None``:
-            ``$ARES_RERANK_BACKBONE``, else ``"default"``.
-        kind: The backbone kind for a name / path (``None``: ``$ARES_RERANK_KIND``, else detected).
-        backbone_options: Keyword arguments of ``load_backbone`` (``None``: ``$ARES_RERANK_BACKBONE_OPTIONS``).
-        **reranker_kwargs: Keyword arguments of :class:`~ares_rerank.rerank.AresReranker` (``config``,
-            ``method``, ``aggregate``, ``step_separator``, ``prompt_split``, ...).
-    """
-    global _default
-    try:  # the reranker's own checks, now, against a stand-in backbone (nothing is loaded here)
-        AresReranker(_stand_in_backbone(), **reranker_kwargs)
-    except TypeError as err:
-        raise TypeError(f"configure_default: {err} (its keywords are AresReranker's, and backbone, kind, "
-                        "backbone_options).") from None
-    settings = dict(reranker_kwargs)
-    for key, value in (("backbone", backbone), ("kind", kind), ("backbone_options", backbone_options)):
-        if value is not None:
-            settings[key] = value
-    with _default_lock:
-        _default_settings.clear()
-        _default_settings.update(settings)
-        _default = None
-
-
-def default_reranker() -> AresReranker:
-    """The default reranker, built (and its backbone loaded) on the first call, then reused."""
-    global _default
-    with _default_lock:
-        if _default is None:
-            settings = {**settings_from_env(), **_default_settings}
-            backbone = settings.pop("backbone", None) or "default"
-            load_kwargs = dict(settings.pop("backbone_options", None) or {})
-            if settings.get("kind") is not None:
-                load_kwargs["kind"] = settings["kind"]
-            settings.pop("kind", None)
-            logger.info("Building the default ARES reranker with backbone %r (%s).", backbone, load_kwargs)
-            if isinstance(backbone, str):
-                backbone = resolve_backbone(backbone, **load_kwargs)
-            _default = AresReranker(backbone, **settings)
-        return _default
-
-
-def backbone_lock(backbone: Any) -> threading.Lock:
-    """One lock per backbone object: two rewards on the same backbone score one at a time (its cache and stats are
-    not thread-safe); rewards on different backbones overlap."""
-    with _registry_lock:
-        try:
-            return _backbone_locks.setdefault(backbone, threading.Lock())
-        except TypeError:  # no __weakref__ (slots) or unhashable
-            return _unweakable_locks.setdefault(id(backbone), threading.Lock())
-
 
 class AresReward:
     """A TRL reward: the aggregated ARES score of each completion, in [0, 1].
@@ -316,7 +122,7 @@ class AresReward:
     @property
     def is_loaded(self) -> bool:
         """Whether the reranker (and its backbone) exists yet; ``False`` for a default not built so far."""
-        return self.reranker is not None or _default is not None
+        return self.reranker is not None or default_is_built()
 
     def __call__(
         self,
@@ -367,21 +173,16 @@ class AresReward:
         log_metric: Callable[[str, float], None] | None,
         log_extra: Callable[[str, list], None] | None,
     ) -> None:
-        scored = [r for r in records if r["score"] is not None]
+        stats = completion_stats(records, threshold)  # the names OpenRLHF and verl log as ares_<stat>
         if callable(log_metric) and records:
-            log_metric(f"{self.__name__}/scored_frac", len(scored) / len(records))
-            if scored:
-                steps = [s for r in scored for s in r["step_scores"]]
-                log_metric(f"{self.__name__}/num_steps_mean", len(steps) / len(scored))
-                log_metric(f"{self.__name__}/flagged_step_frac", sum(s <= threshold for s in steps) / len(steps))
-                evaluations = [r["certificate"]["evaluations"] for r in scored]
-                log_metric(f"{self.__name__}/evaluations_mean", sum(evaluations) / len(scored))
+            log_metric(f"{self.__name__}/scored", sum(stats["scored"]) / len(records))
+            for name in ("num_steps", "flagged_frac", "evaluations"):  # over the scored completions
+                values = [v for v in stats[name] if v is not None]
+                if values:
+                    log_metric(f"{self.__name__}/{name}", sum(values) / len(values))
         if callable(log_extra):  # one value per completion; None where unscored
-            scored_ids = {id(r) for r in scored}
-            num_steps = [len(r["steps"]) if id(r) in scored_ids else None for r in records]
-            first_error = [r["first_error"] if id(r) in scored_ids else None for r in records]
-            log_extra(f"{self.__name__}/num_steps", num_steps)
-            log_extra(f"{self.__name__}/first_error", first_error)
+            for name in ("num_steps", "first_error"):
+                log_extra(f"{self.__name__}/{name}", [None if v is None else int(v) for v in stats[name]])
 
 
 async def _call_signature(

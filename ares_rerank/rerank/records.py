@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .chain import COMPLETION_ROLES, PROMPT_ROLES, ChainScores, message_text
+from ..chain import COMPLETION_ROLES, PROMPT_ROLES, ChainScores, message_text
 
 
 __all__ = [

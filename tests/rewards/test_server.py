@@ -39,7 +39,7 @@ from ares_rerank.rewards import AresReward
 from ares_rerank.rewards.server import RewardServer, ServeConfig
 
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 MiB = 2**20
 GUARD = 30  # seconds: hang guard for every socket and wait
 

@@ -82,7 +82,8 @@ def test_search_runs_as_a_command_with_a_tiny_qwen2(tiny_causal_lm_path, problem
     """The installed entry point end to end: the tiny Qwen2 writes the steps through transformers, ARES scores them
     as they come, beam search keeps the best, and each problem's line says what it cost."""
     out = tmp_path / "out.jsonl"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent)]), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent), str(TESTS.parents[1])]),
+           "HF_HUB_OFFLINE": "1"}
     argv = [sys.executable, "-m", "ares_rerank.cli", "search", str(tiny_causal_lm_path), "--problems", str(problems),
             "--approach", "beam-search", "--n", "4", "--beam-width", "2", "--output", str(out), *BACKBONE, *TINY_RUN]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)

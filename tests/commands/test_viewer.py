@@ -23,7 +23,7 @@ from ares_rerank.cli import main
 from ares_rerank.viewer import detect_kind, render_file, view
 
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "examples" / "claimtrees_demo.jsonl"
 ORACLE = ["--backbone", "claimtrees-oracle", "--no-progress"]
 HOSTILE = ('<script>window.__ares_injected = 1</script><img src=x onerror="window.__ares_injected = 2"> </script> '

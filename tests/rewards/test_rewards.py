@@ -20,7 +20,7 @@ from ares_rerank.rerank.reranker import AresReranker
 from ares_rerank.rewards import BACKBONE_ENV, AresReward, ares_reward, configure_default, default_reranker
 
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def last_word_entailed(premises: list[list[str]], hypotheses: list[str]) -> list[float]:

@@ -14,7 +14,7 @@ from ares_rerank.cli import main
 from test_rerank import claimtrees_reranking_problem
 
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

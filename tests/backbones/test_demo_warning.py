@@ -101,7 +101,7 @@ def test_the_score_command_says_so_last_on_stderr(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("WARNING: ares-rerank score is scoring with the embedded demo head")
     assert "look like math" in err[-1] and "--backbone PATH [--kind prm-qwen|" in err[-1]
-    demo = Path(__file__).resolve().parents[1] / "examples" / "claimtrees_demo.jsonl"
+    demo = Path(__file__).resolve().parents[2] / "examples" / "claimtrees_demo.jsonl"
     assert main(["score", str(demo), "--backbone", "default", "--no-progress"]) == 0
     assert "WARNING" not in capsys.readouterr().err
 

@@ -14,7 +14,7 @@ from ares_rerank import AresConfig
 from ares_rerank.cli import build_parser, main
 
 
-DEMO = Path(__file__).resolve().parents[1] / "examples" / "claimtrees_demo.jsonl"
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "claimtrees_demo.jsonl"
 
 
 def _flags(parser) -> dict[str, object]:

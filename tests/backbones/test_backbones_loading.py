@@ -92,7 +92,7 @@ def test_import_does_not_load_torch():
 
 
 def test_hub_options_are_accepted_by_every_kind(tiny_prm_path, tiny_causal_lm_path, tiny_nli_path, tmp_path):
-    # A local folder ignores them, as transformers does; hub ids use them (tests/test_hub.py).
+    # A local folder ignores them, as transformers does; hub ids use them (tests/backbones/test_hub.py).
     options = {"revision": "main", "token": False, "cache_dir": tmp_path, "local_files_only": True, "device": "cpu"}
     assert isinstance(load_backbone(tiny_prm_path, **options), StepTagPRM)
     assert type(load_backbone(tiny_causal_lm_path, kind="judge", **options)).__name__ == "LLMJudge"

@@ -136,7 +136,7 @@ def test_trl_grpo_command_with_dotted_reward_path(tiny_causal_lm_path, tiny_nli_
     data.mkdir()
     (data / "train.jsonl").write_text("".join(json.dumps({"prompt": p}) + "\n" for p in PROMPTS))
     out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HF_HUB_OFFLINE": "1",
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_OFFLINE": "1", "ARES_RERANK_BACKBONE": str(tiny_nli_path)}
     command = [
         sys.executable, "-c", "import sys; from trl.cli import main; sys.exit(main())", "grpo",

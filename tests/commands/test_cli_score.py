@@ -6,7 +6,7 @@ from pathlib import Path
 from ares_rerank.cli import main
 
 
-DEMO = Path(__file__).resolve().parents[1] / "examples" / "claimtrees_demo.jsonl"
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "claimtrees_demo.jsonl"
 
 
 def test_score_command_flags_match_labels_with_the_oracle(tmp_path, capsys):

@@ -161,7 +161,7 @@ def test_the_readme_command_prints_no_warning_from_our_calls_into_transformers()
         warnings.simplefilter("always")
         load_backbone("default", device="cpu")
     assert not [str(w.message) for w in caught if issubclass(w.category, (FutureWarning, DeprecationWarning))]
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "always::FutureWarning"}
     done = subprocess.run([sys.executable, "-m", "ares_rerank.cli", "score", "examples/claimtrees_demo.jsonl",
                            "--backbone", "default", "--no-progress"], cwd=root, env=env, capture_output=True,

@@ -17,15 +17,16 @@ from pathlib import Path
 import pytest
 
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO = REPO_ROOT / "examples" / "claimtrees_demo.jsonl"
 PACKAGE = Path(__import__("ares_rerank").__file__).resolve().parent
 OLD = "yesterday's results, which must survive\n"
 
 
 def _env(sleep: float = 0.0) -> dict[str, str]:
-    env = dict(os.environ, PYTHONPATH=f"{Path(__file__).parent}{os.pathsep}{REPO_ROOT}", PYTHONDONTWRITEBYTECODE="1",
-               ARES_TEST_SLEEP=str(sleep), HF_HUB_OFFLINE="1")
+    here = Path(__file__).resolve().parent  # this room's tests, then tests/ (the shared helpers), then the checkout
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, (here, here.parent, REPO_ROOT))),
+               PYTHONDONTWRITEBYTECODE="1", ARES_TEST_SLEEP=str(sleep), HF_HUB_OFFLINE="1")
     env.pop("ARES_DEBUG", None)
     return env
 

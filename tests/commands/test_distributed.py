@@ -68,7 +68,7 @@ def launch(tmp_path, flags: list[str], rows: list[dict], prior: float) -> subpro
         "-m", "ares_rerank.distributed", "--data", str(data), "--output", str(tmp_path / "scores.jsonl"),
         "--backbone", "claimtrees-oracle", "--mode", "sample", "--prior", str(prior), "--batch-size", "2",
     ]
-    root = str(Path(__file__).resolve().parents[1])  # importable from a checkout that is not pip-installed
+    root = str(Path(__file__).resolve().parents[2])  # importable from a checkout that is not pip-installed
     env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf-cache"), "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     env.pop("CUDA_VISIBLE_DEVICES", None)

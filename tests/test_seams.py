@@ -333,3 +333,35 @@ def test_backbone_loading_and_its_shared_helpers_import_no_backbone_module():
     assert graph["ares_rerank.backbones.cache"] <= {"ares_rerank.backbones.selection", "ares_rerank.backbones.base"}
     assert graph["ares_rerank.backbones.loading"] == {"ares_rerank.backbones.hub",  # kinds are imported lazily
                                                       "ares_rerank.backbones.devices"}
+
+
+# -- what users import keeps importing -------------------------------------------------------------------------------
+# ares_rerank.__all__ before the package had rooms (main 020d0c2), and the module paths the README and docs name.
+PUBLIC_BEFORE_ROOMS = (
+    "AGGREGATES", "METHODS", "AresConfig", "AresFilter", "AresReranker", "AresReward", "AsyncAresReward", "Backbone",
+    "BestOfN", "Chain", "ChainBackbone", "ChainScores", "ClaimTreesOracle", "DemoBackboneWarning", "FunctionBackbone",
+    "SelectingBackbone", "__version__", "aggregate_scores", "best_of_n", "filter_completions", "load_backbone",
+    "sample_size", "score_chains", "split_sentences", "split_steps",
+)
+DOCUMENTED_PATHS = (
+    ("ares_rerank.rerank", "AresReranker"), ("ares_rerank.rewards", "ares_reward"),
+    ("ares_rerank.rewards", "async_ares_reward"), ("ares_rerank.rewards", "AresReward"),
+    ("ares_rerank.rewards", "configure_default"), ("ares_rerank.verl", "compute_score"),
+    ("ares_rerank.verl", "async_compute_score"), ("ares_rerank.verl", "AresDenseRewardManager"),
+    ("ares_rerank.streaming", "AresStream"), ("ares_rerank.estimator", "AresStream"),
+    ("ares_rerank.estimator", "AresConfig"), ("ares_rerank.estimator", "ares_scores"),
+    ("ares_rerank.distributed", "main"), ("ares_rerank.backbones", "load_backbone"),
+    ("ares_rerank.search", "beam_search"), ("ares_rerank.search", "dvts"),
+)
+
+
+def test_every_name_users_imported_before_the_rooms_still_imports():
+    import importlib
+
+    import ares_rerank
+
+    assert sorted(ares_rerank.__all__) == sorted(PUBLIC_BEFORE_ROOMS)
+    assert all(getattr(ares_rerank, name) is not None for name in PUBLIC_BEFORE_ROOMS)
+    missing = [f"{module}.{name}" for module, name in DOCUMENTED_PATHS
+               if not hasattr(importlib.import_module(module), name)]
+    assert not missing, f"documented paths that no longer import: {missing}"

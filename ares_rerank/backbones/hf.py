@@ -32,6 +32,9 @@ Loading (adapters, calibration) lives in :mod:`~ares_rerank.backbones.hub`, devi
 :mod:`~ares_rerank.backbones.devices`; what a tokenizer and model accept (the window, special-token markers, chat
 templates) in :mod:`~ares_rerank.backbones.tokenization`. Torch and transformers are imported inside the functions
 that need them, so ``import ares_rerank`` stays light.
+
+About 560 lines: the batched, sorted, prefix-cached forward pass that every Hugging Face backbone kind inherits;
+what differs per kind lives in the kind's own module.
 """
 
 from __future__ import annotations

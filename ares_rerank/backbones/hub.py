@@ -10,6 +10,9 @@ A head is its weights (or a peft adapter) plus ``ares_calibration.json`` (temper
 premise selection). From a hub id, every file of the head comes from one commit: the first file read pins
 ``revision`` to the commit it came from, and the calibration file is fetched with the same ``revision``, ``token``,
 ``cache_dir`` and ``local_files_only`` as the weights (:class:`HubOptions`), so a pushed head comes back the same.
+
+About 510 lines: finding and opening model files (local folders, the Hub cache, adapters on their bases) is one job;
+the calibration file's format lives in :mod:`ares_rerank.calibration`.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ conversational format): the contents of the ``prompt_roles`` messages become the
 assistant messages the completion text. A string that a chat template rendered (OpenRLHF's and verl's prompts, a
 query decoded with its special tokens) is read back the same way (:mod:`ares_rerank.chat_templates`): role headers,
 end markers and ``<think>`` tags never become part of a claim or a step.
+
+About 560 lines, most of them the public verbs' docstrings (score / rank / select, each also batched); the records,
+answers and votes it uses are modules of their own.
 """
 
 from __future__ import annotations

@@ -58,6 +58,10 @@ time per backbone in this process), or on a running ``ares-rerank serve`` when `
 ``+reward.custom_reward_function.reward_kwargs.server_url=http://127.0.0.1:5000``) or ``$ARES_RERANK_SERVER_URL`` is
 set. A response that cannot be scored (empty, blank, a backbone error on it) gets ``unscorable_value``: by default 0.0
 locally and the server's ``--unscorable-value`` through a server.
+
+Longer than most modules (about 600 lines) on purpose: it is the one verl family module, holding verl's three
+surfaces (the reward function, its async batched form, the dense manager in its 0.4-0.6 and 0.7+ forms) and the
+step -> token mapping they share; split it when a second verl surface grows.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 Every file the package writes goes through :func:`atomic_open` / :func:`write_atomic`: the text goes to a temporary
 file beside the target, which replaces the target only when the write finished, so a killed run or a full disk
 leaves the old file (or none), never a torn one.
+
+About 550 lines: every file the package writes goes through here (atomic files and folders, locks, resumable
+outputs, bounded reads), so the write-fault rules live in one place.
 """
 
 from __future__ import annotations

@@ -134,13 +134,26 @@ def _cut_at_end(text: str, ends: Sequence[str]) -> str:
 def strip_end_markers(text: str, markers: Sequence[str]) -> str:
     """``text`` without the ``markers`` (and the white space around them) at its end, removed repeatedly (a decoded
     sequence may end ``<|im_end|>\\n<|endoftext|><|endoftext|>``); unchanged when it ends with none."""
+    markers = [m for m in markers if m]
     end = len(text)
     while True:
-        trimmed = text[:end].rstrip()
-        marker = next((m for m in markers if m and trimmed.endswith(m)), None)
+        # indices, not copies: a text of millions of markers (a hostile response) is one pass, not one copy each
+        trimmed = _rstripped_end(text, end)
+        marker = next((m for m in markers if text.endswith(m, 0, trimmed)), None)
         if marker is None:
             return text[:end]
-        end = len(trimmed) - len(marker)
+        end = trimmed - len(marker)
+
+
+def _rstripped_end(text: str, end: int, window: int = 4096) -> int:
+    """Where ``text[:end].rstrip()`` ends, copying at most a window at a time."""
+    while end > 0:
+        start = max(0, end - window)
+        kept = len(text[start:end].rstrip())
+        if kept:
+            return start + kept
+        end = start
+    return 0
 
 
 def parse_messages(text: str, layout: ChatLayout, lead_role: str = "system") -> list[dict[str, str]] | None:

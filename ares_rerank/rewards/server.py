@@ -16,12 +16,14 @@ fails answers the held requests 503 and sets :attr:`RewardServer.load_error`.
 Bounds (:class:`ServeConfig`; docs/RELIABILITY.md): the queue (``max_queue`` completions waiting; a request that does
 not fit is answered 503 with ``Retry-After``), a request body (``max_body_bytes``: a larger ``Content-Length`` is
 refused with 413 unread; a chunked body is read only up to the limit), completions per request (``max_items``,
-413), connections served at once (``max_connections``, 503) and time (``read_timeout`` for a request to arrive, 408).
+413), connections served at once (``max_connections``, 503) and time (``read_timeout`` for a whole request to
+arrive, line, headers and body together, however slowly its bytes trickle in: 408 and closed).
 Every error is JSON, ``{"error": "..."}``, naming the field, the value and the fix; never a traceback (it is logged).
 Every refusal is also logged at WARNING with its reason, and so is a query that did not start with its prompt (a
 left-truncated prompt, :func:`~.openrlhf.split_query`): at most one line per reason per ``log_interval``
 seconds, the next line counting those held back. :meth:`RewardServer.stop` (SIGTERM / Ctrl-C in
-``ares-rerank serve``) stops accepting, answers every request in flight or queued, then returns.
+``ares-rerank serve``) stops accepting, closes idle and still-arriving connections, answers every request in flight
+or queued, then returns.
 
 No authentication: the server listens on 127.0.0.1 unless told otherwise; put it behind a tunnel or a proxy to expose
 it. Standard library only (``http.server``).
@@ -33,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import socket
@@ -56,6 +59,7 @@ logger = logging.getLogger(__name__)
 HEALTH_PATH = "/health"
 _ROUTES = {REWARD_PATH: "POST", HEALTH_PATH: "GET"}
 _REFUSED_GRACE = 0.5  # seconds a refused connection stays open, unread, so its client can read the answer
+_BODY_GRACE = 1.0  # seconds stop() lets a body already under way arrive before it closes the connection
 
 
 @dataclass
@@ -184,7 +188,8 @@ class RewardServer:
         self.answered = 0  # requests answered with rewards
         self._lock = threading.Condition()
         self._connections: set[socket.socket] = set()
-        self._busy: set[socket.socket] = set()
+        self._busy: set[socket.socket] = set()  # a request's head read, until it is answered
+        self._arriving: set[socket.socket] = set()  # of those, the ones whose body is still being read
         self._draining = False
         self._thread: threading.Thread | None = None
         self._loader: threading.Thread | None = None
@@ -263,8 +268,9 @@ class RewardServer:
 
     def stop(self) -> None:
         """Stop accepting connections, answer every request in flight or queued (requests held while the reranker
-        loads get 503), close idle kept-alive connections, then stop the batcher. Requests that arrive on open
-        connections meanwhile get 503. Idempotent."""
+        loads get 503), then stop the batcher. Connections idle or still sending a request line or headers are
+        closed at once; a body still arriving gets ``_BODY_GRACE`` seconds, then its connection is closed too (a
+        trickling client does not hold the shutdown). Idempotent."""
         with self._lock:
             if self._draining:
                 return
@@ -274,7 +280,12 @@ class RewardServer:
             self._httpd.shutdown()  # the accept loop ends
         self._httpd.server_close()  # new connections are refused
         with self._lock:
-            for conn in self._connections - self._busy:  # idle between requests: wake their reads with EOF
+            for conn in self._connections - self._busy:  # idle, or a head still arriving: wake their reads with EOF
+                _shutdown(conn)
+            grace = time.monotonic() + _BODY_GRACE
+            while self._arriving and time.monotonic() < grace:
+                self._lock.wait(max(0.0, grace - time.monotonic()))
+            for conn in self._arriving:  # a body trickling in: not worth holding the shutdown for
                 _shutdown(conn)
             while self._busy:
                 self._lock.wait()
@@ -325,17 +336,25 @@ class RewardServer:
         with self._lock:
             self._connections.discard(conn)
             self._busy.discard(conn)
+            self._arriving.discard(conn)
             self._lock.notify_all()
 
     def begin(self, conn: socket.socket) -> bool:
-        """A request started on ``conn``; ``False`` when draining (it is answered 503)."""
+        """A request's line and headers were read on ``conn``; ``False`` when draining (it is answered 503)."""
         with self._lock:
             self._busy.add(conn)
             return not self._draining
 
+    def reading_body(self, conn: socket.socket, reading: bool) -> None:
+        """The body of ``conn``'s request is being read (``True``) or was read (``False``)."""
+        with self._lock:
+            (self._arriving.add if reading else self._arriving.discard)(conn)
+            self._lock.notify_all()
+
     def end(self, conn: socket.socket) -> None:
         with self._lock:
             self._busy.discard(conn)
+            self._arriving.discard(conn)
             self._lock.notify_all()
 
     def refused(self, status: int, reason: str, message: str, request: str, client: str) -> None:
@@ -455,33 +474,84 @@ class _HTTPServer(ThreadingHTTPServer):
         super().shutdown_request(request)
 
 
+class _DeadlineReader(io.RawIOBase):
+    """A connection's bytes with one deadline per request: every wait for data (request line, headers, body) is
+    bounded by the time left until :attr:`deadline`, so a client sending a byte now and then cannot hold its
+    connection longer than ``read_timeout`` (a socket timeout alone bounds each wait, not their sum).
+
+    :meth:`arm` starts a request's clock: ``timeout`` seconds for its first byte (an idle kept-alive connection is
+    closed then), and from that byte ``timeout`` seconds for the whole request."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__()
+        self._sock = sock
+        self._timeout = 0.0
+        self.deadline = 0.0
+        self.started = False  # a byte of the current request has arrived
+        self.timed_out = False
+
+    def arm(self, timeout: float) -> None:
+        self._timeout, self.deadline = timeout, time.monotonic() + timeout
+        self.started = self.timed_out = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            self.timed_out = True
+            raise TimeoutError("the request did not arrive within the read timeout")
+        self._sock.settimeout(left)
+        try:
+            count = self._sock.recv_into(buffer)
+        except TimeoutError:
+            self.timed_out = True
+            raise
+        if count and not self.started:
+            self.started, self.deadline = True, time.monotonic() + self._timeout
+        return count
+
+
 class _Handler(BaseHTTPRequestHandler):
-    """The HTTP layer of :class:`RewardServer`: reads a bounded body, routes, answers JSON."""
+    """The HTTP layer of :class:`RewardServer`: reads a bounded request within one deadline, routes, answers JSON."""
 
     protocol_version = "HTTP/1.1"
     server_version = "ares-rerank"
     server: _HTTPServer
 
     def setup(self) -> None:
-        self.timeout = self.server.app.config.read_timeout  # reading the request line and headers, and idling
+        self.timeout = self.server.app.config.read_timeout  # the bound on writing an answer (and the first read)
         super().setup()
+        self.rfile.close()  # the socket's own reader: each of its waits is bounded, not their sum
+        self._reader = _DeadlineReader(self.connection)
+        self.rfile = io.BufferedReader(self._reader)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 -- BaseHTTPRequestHandler's signature
         logger.debug("%s %s", self.address_string(), format % args)
 
     def parse_request(self) -> bool:
-        self._accepted = self.server.app.begin(self.connection)  # busy from the request line on
-        return super().parse_request()
+        parsed = super().parse_request()  # reads the headers (within the request's deadline)
+        self._accepted = self.server.app.begin(self.connection)  # busy once the head is in: stop() waits for it
+        return parsed
 
     def handle_one_request(self) -> None:
+        self._reader.arm(self.server.app.config.read_timeout)
+        self._answered = False
         try:
-            super().handle_one_request()
+            super().handle_one_request()  # a read past the deadline ends it (TimeoutError, caught there)
+            if self._reader.timed_out and self._reader.started and not self._answered:
+                self._refuse_slow_head()
         finally:
             self.server.app.end(self.connection)
-            try:
-                self.connection.settimeout(self.timeout)  # reading a body set a shorter one
-            except OSError:
-                pass
+
+    def _refuse_slow_head(self) -> None:
+        """The request line or headers did not arrive in time: 408 and close (an idle connection just closes)."""
+        if not hasattr(self, "request_version"):  # the request line itself was cut short
+            self.requestline, self.request_version, self.command = "", "HTTP/1.1", ""
+        err = self._too_slow()
+        self.server.app.refused(err.status, err.reason, err.message, self._request_name(), self._client())
+        self._send(err.status, _encode({"error": err.message}), close=True)
 
     def handle_expect_100(self) -> bool:
         """``Expect: 100-continue``: refuse an oversized ``Content-Length`` before the client sends the body."""
@@ -579,16 +649,18 @@ class _Handler(BaseHTTPRequestHandler):
         return length
 
     def _read_body(self) -> bytes:
+        """The body, within what is left of the request's deadline (the head's time counts)."""
         length = self._content_length()
-        deadline = time.monotonic() + self.server.app.config.read_timeout
-        if length is not None:
-            return self._read_exact(length, deadline)
-        return self._read_chunked(deadline)
+        self.server.app.reading_body(self.connection, True)
+        try:
+            return self._read_exact(length) if length is not None else self._read_chunked()
+        finally:
+            self.server.app.reading_body(self.connection, False)
 
-    def _read_chunked(self, deadline: float) -> bytes:
+    def _read_chunked(self) -> bytes:
         limit, body = self.server.app.config.max_body_bytes, bytearray()
         while True:
-            line = self._read_line(deadline)
+            line = self._read_line()
             try:
                 size = int(line.split(b";")[0].strip(), 16)
             except ValueError:
@@ -596,17 +668,16 @@ class _Handler(BaseHTTPRequestHandler):
                                    reason="bad chunked body") from None
             if size == 0:
                 for _ in range(100):  # the trailer, up to a blank line
-                    if not self._read_line(deadline).strip():
+                    if not self._read_line().strip():
                         return bytes(body)
                 raise RequestError(400, "the chunked body's trailer does not end.", reason="bad chunked body")
             if len(body) + size > limit:
                 raise RequestError(413, f"the chunked body passes max_body_bytes={limit} (--max-body-bytes): split "
                                         "the batch into smaller requests.", reason="body too large")
-            body += self._read_exact(size, deadline)
-            self._read_line(deadline)  # the CRLF after the chunk
+            body += self._read_exact(size)
+            self._read_line()  # the CRLF after the chunk
 
-    def _read_line(self, deadline: float) -> bytes:
-        self._wait_until(deadline)
+    def _read_line(self) -> bytes:
         try:
             line = self.rfile.readline(1024)
         except TimeoutError:
@@ -615,10 +686,9 @@ class _Handler(BaseHTTPRequestHandler):
             raise RequestError(400, "the connection closed before the body ended.", reason="body cut short")
         return line
 
-    def _read_exact(self, size: int, deadline: float) -> bytes:
+    def _read_exact(self, size: int) -> bytes:
         data = bytearray()
         while len(data) < size:
-            self._wait_until(deadline)
             try:
                 chunk = self.rfile.read1(min(size - len(data), 1 << 16))
             except TimeoutError:
@@ -629,20 +699,17 @@ class _Handler(BaseHTTPRequestHandler):
             data += chunk
         return bytes(data)
 
-    def _wait_until(self, deadline: float) -> None:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise self._too_slow()
-        self.connection.settimeout(left)
-
     def _too_slow(self) -> RequestError:
         limit = self.server.app.config.read_timeout
-        return RequestError(408, f"the request did not arrive within read_timeout={limit:g} s (--read-timeout): "
-                                 "send the whole body at once.", reason="request too slow")
+        return RequestError(408, f"the request (line, headers and body) did not arrive within read_timeout={limit:g}"
+                                 " s (--read-timeout): send the whole request at once.", reason="request too slow")
 
     # -- answering -----------------------------------------------------------------------------------------------
     def _send(self, status: int, data: bytes, headers: dict[str, str] | None = None, close: bool = False) -> None:
+        self._answered = True
+        self.server.app.reading_body(self.connection, False)
         try:
+            self.connection.settimeout(self.timeout)  # the whole answer within read_timeout (sendall's total)
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

@@ -18,6 +18,7 @@ import json
 import os
 import random
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -254,6 +255,33 @@ def test_end_markers_are_stripped_from_the_end_only():
     assert strip_end_markers(" a</s>", []) == " a</s>"
 
 
+def _strip_end_markers_by_definition(text: str, markers: list[str]) -> str:
+    """The definition, one marker at a time (quadratic: for short texts only)."""
+    while True:
+        trimmed = text.rstrip()
+        marker = next((m for m in markers if m and trimmed.endswith(m)), None)
+        if marker is None:
+            return text
+        text = trimmed[: len(trimmed) - len(marker)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["a", " ", "\n", "</s>", "<|im_end|>", "<|endoftext|>", "s>", "<|im"]), max_size=30))
+def test_stripping_end_markers_follows_its_definition(pieces):
+    markers = ["</s>", "<|im_end|>", "<|endoftext|>"]
+    text = "".join(pieces)
+    assert strip_end_markers(text, markers) == _strip_end_markers_by_definition(text, markers)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("tail", ["<|endoftext|>", "<|im_end|>\n", "</s>" + " \n\t" * MiB],
+                         ids=["markers", "markers+space", "marker+space"])
+def test_a_response_of_millions_of_end_markers_is_stripped_in_linear_time(tail):
+    """A 24 MiB body of end markers: each marker removed used to copy the rest of the text (hours); now one pass."""
+    text = " we have a" + tail * (24 * MiB // len(tail))
+    assert strip_end_markers(text, DEFAULT_END_MARKERS) == " we have a"
+
+
 @pytest.mark.parametrize("marker", ["<｜end▁of▁sentence｜>", "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "</s>",
                                     "<end_of_turn>", "<|end|>", "<|eot|>", "<|return|>"])
 def test_the_end_markers_of_common_policies_are_stripped_by_default(marker):
@@ -367,6 +395,104 @@ def test_a_slow_client_gets_408_and_its_connection_is_closed():
         with socket.create_connection((server.host, server.port), timeout=GUARD) as idle:
             assert idle.recv(1) == b""  # an idle connection is closed after read_timeout too
         assert health(server)["status"] == "ok"
+
+
+class Trickler(threading.Thread):
+    """A client sending ``data`` one byte per ``pause`` seconds (each byte well within the server's read timeout),
+    until the server answers or closes; ``sent`` bytes went out, ``answer`` is what came back (b"" for a close)."""
+
+    def __init__(self, server, data: bytes, pause: float) -> None:
+        super().__init__(daemon=True)
+        self.sock = socket.create_connection((server.host, server.port), timeout=GUARD)
+        self.data, self.pause, self.sent, self.answer = data, pause, 0, None
+        self.started_sending = threading.Event()
+
+    def run(self) -> None:
+        try:
+            for byte in self.data:
+                self.sock.sendall(bytes([byte]))
+                self.sent += 1
+                self.started_sending.set()
+                readable, _, _ = select.select([self.sock], [], [], self.pause)
+                if readable:
+                    self.answer = self.sock.recv(65536)
+                    return
+        except OSError:
+            self.answer = b""  # the server reset the connection
+        finally:
+            self.started_sending.set()
+            self.sock.close()
+
+
+SLOW_HEAD = b"POST /get_reward HTTP/1.1\r\nHost: x\r\n" + b"X-Pad: trickle\r\n" * 40
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("data", [SLOW_HEAD[:30] + b"/" * 300, SLOW_HEAD], ids=["request line", "headers"])
+def test_a_request_line_or_headers_trickled_byte_by_byte_are_cut_at_the_read_deadline(data):
+    """Each byte arrives well within read_timeout, but the head as a whole may take read_timeout, not one per byte:
+    the connection is answered 408 (or closed) long before the client has sent it all."""
+    with RewardServer(make_reranker(), ServeConfig(port=0, read_timeout=0.5)) as server:
+        trickler = Trickler(server, data, pause=0.1)
+        trickler.start()
+        trickler.join(GUARD * 2)
+        assert trickler.answer is not None, "hang guard: the server kept reading the trickled head"
+        assert trickler.sent < len(data) // 2, f"the server read {trickler.sent} of {len(data)} trickled bytes"
+        assert trickler.answer == b"" or trickler.answer.startswith(b"HTTP/1.1 408"), trickler.answer[:200]
+        wait_for(lambda: server.health()["connections"] == 0, "the trickler's slot freed")
+
+
+@pytest.mark.timeout(180)
+def test_twenty_trickling_clients_keep_a_normal_client_from_its_reward_at_most_the_read_deadline():
+    """All --max-connections slots taken by tricklers: the normal client, retrying on 503 as OpenRLHF does, gets its
+    reward once their read deadline frees slots (it would wait for ever if a trickle kept a slot)."""
+    with RewardServer(make_reranker(), ServeConfig(port=0, max_connections=20, read_timeout=2.0)) as server:
+        tricklers = [Trickler(server, SLOW_HEAD * 4, pause=0.2) for _ in range(20)]
+        for trickler in tricklers:
+            trickler.start()
+        for trickler in tricklers:
+            assert trickler.started_sending.wait(GUARD)
+        wait_for(lambda: server.health()["connections"] == 20, "every slot taken by a trickler")
+        refused, got = 0, None
+        for _ in range(150):  # 30 s of retries; the tricklers trickle for 110 s
+            try:
+                status, _, answer = post(server, {"query": ["p so a"], "prompts": ["p"]})
+            except OSError:
+                status = None
+            if status == 200:
+                got = answer
+                break
+            refused += 1
+            threading.Event().wait(0.2)
+        assert got is not None and len(got["rewards"]) == 1, "the tricklers kept the normal client out"
+        assert refused >= 1  # the slots were taken when it first tried
+        for trickler in tricklers:
+            trickler.join(GUARD)
+            assert trickler.answer is not None and trickler.sent < len(trickler.data)
+
+
+@pytest.mark.timeout(120)
+def test_stop_closes_idle_and_trickling_connections_at_once():
+    """SIGTERM's stop() answers the requests in flight but does not wait for tricklers or idle kept-alive clients:
+    with a 60 s read timeout it returns while they are still trickling."""
+    server = RewardServer(make_reranker(), ServeConfig(port=0, read_timeout=60.0)).start()
+    idle = socket.create_connection((server.host, server.port), timeout=GUARD)
+    line = Trickler(server, SLOW_HEAD[:30] + b"/" * 2000, pause=0.05)
+    headers = Trickler(server, SLOW_HEAD * 20, pause=0.05)
+    body = Trickler(server, b"POST /get_reward HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n" + b" " * 5000,
+                    pause=0.05)
+    for trickler in (line, headers, body):
+        trickler.start()
+    wait_for(lambda: body.sent > 80 and line.sent > 40 and headers.sent > 40, "the tricklers under way")
+    stopper = threading.Thread(target=server.stop, daemon=True)
+    stopper.start()
+    stopper.join(GUARD)
+    assert not stopper.is_alive(), "stop() waited on trickling connections"
+    for trickler in (line, headers, body):
+        trickler.join(GUARD)
+        assert trickler.answer is not None and trickler.sent < len(trickler.data), trickler.sent
+    assert idle.recv(1) == b""
+    idle.close()
 
 
 def test_connections_past_max_connections_get_503_and_are_served_once_one_closes():

@@ -389,6 +389,15 @@ class ChainScores:
             pruned), or holding with the probability above (stratified, each <= eps). ``None`` in sample mode (see
             eps / delta) and for baselines.
         chain_id: The chain's id, if it had one.
+        stopping: Sample mode's stopping rule when it is not the fixed Hoeffding N of a deterministic backbone:
+            ``"betting"`` (anytime-valid bounds, ``error_bounds`` per step, each <= eps) or ``"hoeffding"`` (a
+            sampled backbone at the fixed N); ``None`` otherwise.
+        verdicts: A sampled backbone (a generative verifier): the fresh verdict samples drawn for this chain.
+        generated_tokens: The tokens the verifier generated for them (rationales, verdicts).
+        requests: The model calls (local) or HTTP requests (served) they took.
+
+    The last four are ``None`` (and left out of :meth:`to_dict`) where they do not apply, so records of
+    deterministic backbones are as they were.
     """
 
     step_scores: list[float]
@@ -401,6 +410,10 @@ class ChainScores:
     num_samples: int | None = None
     error_bounds: list[float] | None = None
     chain_id: str | None = None
+    stopping: str | None = None
+    verdicts: int | None = None
+    generated_tokens: int | None = None
+    requests: int | None = None
 
     def flags(self, threshold: float = 0.5) -> list[bool]:
         """Steps flagged unsound: ``tau_k <= threshold`` (a threshold in [0, 1])."""
@@ -418,8 +431,13 @@ class ChainScores:
         (exact), N, eps and delta (sample), the tail's size and largest bound with its probability (stratified)."""
         if self.mode == "exact":
             return f"exact, bound {max(self.error_bounds or [0.0]):.3g}"
+        cost = (f", {self.verdicts} verdicts, {self.generated_tokens} generated tokens, {self.requests} requests"
+                if self.verdicts is not None else "")
+        if self.mode == "sample" and self.stopping == "betting":
+            return (f"sampled N={self.num_samples} (betting bounds), bound {max(self.error_bounds or [0.0]):.3g} "
+                    f"with probability >= {1 - (self.delta or 0.0):.3g}{cost}")
         if self.mode == "sample":
-            return f"sampled N={self.num_samples}, eps={self.eps}, delta={self.delta}"
+            return f"sampled N={self.num_samples}, eps={self.eps}, delta={self.delta}{cost}"
         if self.mode == "stratified":
             return (f"exact + sampled tail n={self.num_samples}, bound {max(self.error_bounds or [0.0]):.3g} with "
                     f"probability >= {1 - (self.delta or 0.0):.3g}")
@@ -428,6 +446,9 @@ class ChainScores:
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
         out["step_scores"] = [float(s) for s in self.step_scores]
+        for name in _OPTIONAL_SCORE_FIELDS:
+            if out[name] is None:
+                del out[name]
         return out
 
     def __post_init__(self) -> None:
@@ -441,6 +462,9 @@ class ChainScores:
 
         return chain_scores_html(self)
 
+
+# ChainScores fields added after its records were first written: left out of to_dict while None.
+_OPTIONAL_SCORE_FIELDS = ("stopping", "verdicts", "generated_tokens", "requests")
 
 # The roles whose messages form the text of a conversational prompt / completion (AresReranker's defaults).
 PROMPT_ROLES = ("user",)

@@ -5,6 +5,14 @@ premise list entails its hypothesis. Everything else (masking, sampling, aggrega
 
 Callers that collect many pairs for one call (the estimator's waves, the baselines) gather them in a
 :class:`PairBatch`, which asks each distinct pair once and says where each request's answer lies.
+
+**Sampled backbones** (a generative verifier: a sampled rationale, then a verdict) are not a fixed function: each
+call draws fresh verdicts. Such a backbone says so (``sampled = True``, :func:`is_sampled`) and answers
+``sample_probs(premises, hypotheses, n)``: ``n[i]`` independent verdict probabilities for pair ``i``, each in [0, 1],
+whose mean over the sampler is the pair's entailment probability (:class:`SampledBackbone`). The estimator then
+takes a fresh verdict per trajectory instead of memoizing one value per input (:mod:`~ares_rerank.estimator.batch`).
+:func:`call_sampler` calls one and checks its answer; :class:`SampledVerdicts` carries the verdicts with what they
+cost (generated tokens, requests).
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import itertools
 import math
 import numbers
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -24,10 +33,15 @@ __all__ = [
     "ChainBackbone",
     "FunctionBackbone",
     "PairBatch",
+    "SampledBackbone",
+    "SampledVerdicts",
     "accepts_num_base",
     "call_backbone",
+    "call_sampler",
     "check_pairs",
     "check_probabilities",
+    "check_sample_counts",
+    "is_sampled",
     "premise_selector",
 ]
 
@@ -259,3 +273,121 @@ def premise_selector(backbone: Any) -> Callable[[Sequence[str], str], list[int]]
     """The premise selector a backbone applies before it reads premises (its ``selector`` attribute), or ``None``."""
     selector = getattr(backbone, "selector", None)
     return selector if callable(selector) else None
+
+
+# -- sampled backbones (generative verifiers) ---------------------------------------------------------------------
+@runtime_checkable
+class SampledBackbone(Protocol):
+    """A backbone whose verdict is a random variable: ``sampled = True`` and ``sample_probs``.
+
+    ``sample_probs(premises, hypotheses, n)`` returns, per pair ``i``, ``n[i]`` independent verdict probabilities
+    (``P(Yes | rationale)`` of a freshly sampled rationale, each in [0, 1]); the pair's entailment probability is
+    their expectation. Independence is across every sample of every call: a backbone must never return a stored
+    verdict for a pair it was asked before. The ``num_base`` keyword (see :class:`Backbone`) is optional as there.
+    A backbone may also offer ``sample_verdicts(premises, hypotheses, n, num_base=None) -> SampledVerdicts`` to
+    report what the verdicts cost (generated tokens, requests); :func:`call_sampler` uses it when present.
+    """
+
+    sampled: bool
+
+    def sample_probs(
+        self, premises: Sequence[Sequence[str]], hypotheses: Sequence[str], n: Sequence[int] | int
+    ) -> Sequence[Sequence[float]]: ...
+
+
+@dataclass
+class SampledVerdicts:
+    """What one :func:`call_sampler` call returned: fresh verdict probabilities per pair, and their cost.
+
+    Attributes:
+        probs: Per pair, a ``(n[i],)`` float64 array of verdict probabilities in [0, 1].
+        generated_tokens: Per pair, tokens the verifier generated for its samples (rationales and verdicts).
+        requests: Per pair, model calls (local) or HTTP requests (served) its samples took.
+    """
+
+    probs: list[np.ndarray]
+    generated_tokens: list[int] = field(default_factory=list)
+    requests: list[int] = field(default_factory=list)
+
+
+def is_sampled(backbone: Any) -> bool:
+    """Whether ``backbone`` declares sampled verdicts (``sampled = True`` and a ``sample_probs`` method)."""
+    return getattr(backbone, "sampled", False) is True and callable(getattr(backbone, "sample_probs", None))
+
+
+def check_sample_counts(n: Any, num_pairs: int, owner: str = "sample_probs") -> list[int]:
+    """``n`` (one int for every pair, or one per pair) as a list of ``num_pairs`` positive ints, or a clear error."""
+    if isinstance(n, bool):
+        raise TypeError(f"{owner}(n={n!r}) takes a positive integer or one per pair, not a bool.")
+    if isinstance(n, numbers.Integral):
+        counts = [int(n)] * num_pairs
+    elif isinstance(n, Iterable) and not isinstance(n, (str, bytes, Mapping)):
+        counts = list(n)
+        if len(counts) != num_pairs or not all(isinstance(c, numbers.Integral) and not isinstance(c, bool)
+                                               for c in counts):
+            raise ValueError(f"{owner}(n=...) needs one integer per pair: {len(counts)} given for {num_pairs} pairs.")
+        counts = [int(c) for c in counts]
+    else:
+        raise TypeError(f"{owner}(n={n!r:.60}) takes a positive integer or a list of them, one per pair.")
+    bad = [c for c in counts if c < 1]
+    if bad:
+        raise ValueError(f"{owner}(n=...) has {bad[0]}: every pair needs at least one verdict sample (n >= 1).")
+    return counts
+
+
+def _verdict_arrays(probs: list[Any], counts: list[int]) -> list[np.ndarray] | None:
+    """Every pair's verdicts as float64 arrays when all are 1-D real numpy arrays of the asked sizes, finite and in
+    [0, 1] (checked at once: a wave may carry hundreds of thousands of verdicts); ``None`` otherwise."""
+    if not all(isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind in "fiub" for v in probs):
+        return None
+    if [len(v) for v in probs] != counts:
+        return None
+    flat = np.concatenate(probs).astype(np.float64) if probs else np.zeros(0)
+    if not bool(np.all(np.isfinite(flat) & (flat >= 0.0) & (flat <= 1.0))):
+        return None
+    return np.split(flat, np.cumsum(counts)[:-1])
+
+
+def call_sampler(
+    backbone: Any,
+    premises: Sequence[Sequence[str]],
+    hypotheses: Sequence[str],
+    n: Sequence[int],
+    num_base: Sequence[int] | None = None,
+) -> SampledVerdicts:
+    """Ask a sampled backbone for ``n[i]`` fresh verdicts of pair ``i``, in ONE call, and check the answer.
+
+    ``sample_verdicts`` is called when the backbone has it (its costs are kept), else ``sample_probs`` (costs 0);
+    ``num_base`` goes to backbones that accept it. Each pair's values must be ``n[i]`` finite numbers in [0, 1].
+    """
+    counts = check_sample_counts(n, len(hypotheses))
+    if not hypotheses:
+        return SampledVerdicts([], [], [])
+    method = getattr(backbone, "sample_verdicts", None)
+    rich = callable(method)
+    method = method if rich else backbone.sample_probs
+    try:
+        takes_base = "num_base" in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        takes_base = False
+    kwargs = {"num_base": list(num_base)} if num_base is not None and takes_base else {}
+    raw = method(premises, hypotheses, counts, **kwargs)
+    probs = raw.probs if rich else raw
+    if isinstance(probs, (str, bytes, Mapping)) or not isinstance(probs, Iterable):
+        raise TypeError(f"sampled backbone {backbone!r} returned {type(probs).__name__}: return one sequence of "
+                        "verdict probabilities per pair.")
+    probs = list(probs)
+    if len(probs) != len(hypotheses):
+        raise ValueError(f"sampled backbone {backbone!r} returned verdicts for {len(probs)} pairs, asked for "
+                         f"{len(hypotheses)}: return one sequence per pair.")
+    checked = _verdict_arrays(probs, counts)
+    if checked is None:  # not all real arrays of the right sizes and values: checked one by one, with the message
+        checked = [check_probabilities(values, [hypotheses[i]] * count, backbone)
+                   for i, (values, count) in enumerate(zip(probs, counts))]
+    if not rich:
+        return SampledVerdicts(checked, [0] * len(checked), [0] * len(checked))
+    tokens, requests = list(raw.generated_tokens or [0] * len(checked)), list(raw.requests or [0] * len(checked))
+    if len(tokens) != len(checked) or len(requests) != len(checked):
+        raise ValueError(f"sampled backbone {backbone!r} reported costs for {len(tokens)} / {len(requests)} pairs, "
+                         f"asked for {len(checked)}: report one count per pair.")
+    return SampledVerdicts(checked, [int(t) for t in tokens], [int(r) for r in requests])

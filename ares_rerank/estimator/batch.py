@@ -59,13 +59,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..backbones.base import Backbone, PairBatch, premise_selector
+from ..backbones.base import Backbone, PairBatch, call_sampler, is_sampled, premise_selector
 from ..chain import Chain, ChainScores
 from .config import MAX_SAMPLE_BYTES, SAMPLE_ROW_BYTES, AresConfig, check_sample_size, log_union, sample_size
 from .masks import certified, exact_step, group_inputs, keep_heaviest, prune_groups, row_keys, split_masks
+from .sequential import BettingStopper, batch_schedule
 
 
-__all__ = ["ares_scores", "check_evaluations"]
+__all__ = ["ares_scores", "check_evaluations", "check_sampled_mode"]
 
 
 
@@ -76,8 +77,13 @@ class _Run:
     with ``weights``). The memo maps ``(step, selected claim indices)`` to the backbone's value.
     """
 
-    def __init__(self, chain: Chain, config: AresConfig, planner: Any) -> None:
+    def __init__(self, chain: Chain, config: AresConfig, planner: Any, sampled: bool = False) -> None:
         self.chain, self.config = chain, config
+        # a sampled backbone (a generative verifier): every trajectory takes a fresh verdict, nothing is memoized
+        self.sampled = sampled
+        self.stopping = config.stopping_rule(sampled) if config.mode == "sample" else "hoeffding"
+        self.stopper: BettingStopper | None = None
+        self.verdicts = self.generated_tokens = self.requests = 0
         n, m = chain.num_base, chain.num_steps
         self.priors = config.priors_for(chain)
         self.memo: dict[tuple[int, tuple[int, ...]], float] = {}
@@ -108,6 +114,24 @@ class _Run:
         groups = group_inputs(rows, self.chain.num_base + self.k, self.plans[self.k])
         self.selected, self.representative, self.inverse = groups.selected, groups.representative, groups.inverse
 
+    def asked(self) -> list[tuple[list[int], int]]:
+        """A sampled backbone's inputs of the current step: ``(included claim indices of a representative mask,
+        trajectories in that group)`` per group, every group (fresh verdicts: nothing is memoized)."""
+        upto = self.chain.num_base + self.k
+        counts = np.bincount(self.inverse, minlength=len(self.selected)).tolist()
+        rows, cols = np.nonzero(self.grouped[self.representative, :upto])  # row-major: each row's claims in order
+        edges = np.searchsorted(rows, np.arange(len(counts) + 1)).tolist()
+        cols = cols.tolist()
+        return [(cols[a:b], c) for a, b, c in zip(edges, edges[1:], counts)]
+
+    def take_verdicts(self, verdicts: list[np.ndarray]) -> None:
+        """Give each trajectory of the current step its own fresh verdict: group g's ``verdicts[g]`` (one per
+        trajectory of the group) go to its rows in row order."""
+        fresh = np.empty(len(self.inverse))
+        order = np.argsort(self.inverse, kind="stable")  # rows grouped, each group in row order
+        fresh[order] = np.concatenate(verdicts) if verdicts else np.zeros(0)
+        self.fresh = fresh
+
     def missing(self) -> list[tuple[tuple[int, tuple[int, ...]], list[int]]]:
         """``(memo key, included claim indices of a representative mask)`` for each group the memo lacks."""
         upto = self.chain.num_base + self.k
@@ -118,7 +142,10 @@ class _Run:
         ]
 
     def values(self) -> np.ndarray:
-        """``(R,)`` the backbone's value for every row at the current step (the memo must hold them)."""
+        """``(R,)`` the backbone's value for every row at the current step (the memo must hold them; a sampled
+        backbone's: each trajectory's own verdict, :meth:`take_verdicts`)."""
+        if self.sampled:
+            return self.fresh
         return np.array([self.memo[(self.k, chosen)] for chosen in self.selected])[self.inverse]
 
     def prepare(self) -> None:
@@ -216,10 +243,47 @@ class _Run:
         """(Re)start in sample mode at step 0; values already in the memo are reused, not recomputed."""
         self.sample, self.k, self.scores, self.bounds = True, 0, [], []
         chain = self.chain
+        if self.stopping == "betting":
+            self._start_betting()
+            return
         self.n_samples = check_sample_size(chain.num_steps, self.config, chain)  # bounded before any allocation
         self.rng = self._seeded_rng()
         self.rows = np.zeros((self.n_samples, chain.num_base + chain.num_steps), dtype=bool)
         self.rows[:, : chain.num_base] = self.rng.random((self.n_samples, chain.num_base)) < self.priors
+
+    # -- sample mode, stopping="betting": batches of trajectories until every step is certified ----------------------
+    def _start_betting(self) -> None:
+        """Bound the most trajectories (N', Hoeffding at delta / 2) before anything is allocated, then draw the first
+        batch (:mod:`~ares_rerank.estimator.sequential`)."""
+        chain, cfg = self.chain, self.config
+        cap = check_sample_size(chain.num_steps, cfg, chain, delta=cfg.delta / 2.0)  # = fallback_size, bounded
+        self.stopper = BettingStopper(chain.num_steps, cfg.eps, cfg.delta, cap)
+        self.rng = self._seeded_rng(2)
+        self._next_batch()
+
+    def _next_batch(self) -> None:
+        chain = self.chain
+        size = batch_schedule(self.stopper.samples, self.stopper.cap)
+        self.k = 0
+        self.rows = np.zeros((size, chain.num_base + chain.num_steps), dtype=bool)
+        self.rows[:, : chain.num_base] = self.rng.random((size, chain.num_base)) < self.priors
+        self.batch_values = np.zeros((size, chain.num_steps))
+
+    def _end_batch(self) -> None:
+        """After a batch's last step: feed the stopper; stop once certified (or at N'), else draw the next batch."""
+        stopper = self.stopper
+        stopper.update(self.batch_values)
+        if stopper.certified() or stopper.samples >= stopper.cap:
+            low, high = stopper.final_intervals()
+            means = stopper.means()
+            self.scores, self.bounds = [], []
+            for lo, hi, mean in zip(low.tolist(), high.tolist(), means.tolist()):
+                point, bound = certified(lo, hi, min(1.0, max(0.0, mean)), self.config.eps)
+                self.scores.append(point)
+                self.bounds.append(bound)
+            self.n_samples = stopper.samples
+        else:
+            self._next_batch()
 
     def advance(self) -> None:
         """Use the memo's values for step ``k`` to record tau_k and move every mask / trajectory to step k+1."""
@@ -229,6 +293,9 @@ class _Run:
             active = np.flatnonzero(self.tail <= self.k)  # a tail trajectory joins at the step its mask left
             self.tail_sums[self.k] = float(q.sum())
             self.rows[active, bit] = self.rng.random(len(active)) < q
+        elif self.stopper is not None:
+            self.batch_values[:, self.k] = q
+            self.rows[:, bit] = self.rng.random(len(q)) < q
         elif self.sample:
             self.scores.append(float(q.mean()))
             self.rows[:, bit] = self.rng.random(self.n_samples) < q  # each trajectory draws its own Bernoulli(q)
@@ -240,7 +307,9 @@ class _Run:
             if self.k + 1 < self.chain.num_steps:
                 self._split(bit, q)
         self.k += 1
-        if self.done and self.tail is not None:
+        if self.done and self.stopper is not None:
+            self._end_batch()  # certified: done; else a new batch restarts at step 0
+        elif self.done and self.tail is not None:
             self._finish_tail()
         elif self.done and not self.sample and (n := self.tail_size()):
             self.start_sampling() if n > self.tail_cap else self._start_tail(n)
@@ -286,6 +355,12 @@ class _Run:
 
     def result(self) -> ChainScores:
         cfg, sampled = self.config, self.sample or self.tail is not None
+        betting = self.stopper is not None
+        extra: dict[str, Any] = {}
+        if betting or self.sampled:  # absent otherwise: records of deterministic sample mode stay as they were
+            extra["stopping"] = self.stopping
+        if self.sampled:
+            extra.update(verdicts=self.verdicts, generated_tokens=self.generated_tokens, requests=self.requests)
         return ChainScores(
             step_scores=self.scores,
             evaluations=sum(self.evals),
@@ -295,8 +370,9 @@ class _Run:
             eps=cfg.eps if sampled else None,
             delta=cfg.delta if sampled else None,
             num_samples=self.n_samples if self.sample else self.tail_n if self.tail is not None else None,
-            error_bounds=None if self.sample else list(self.bounds),
+            error_bounds=list(self.bounds) if betting or not self.sample else None,
             chain_id=self.chain.id,
+            **extra,
         )
 
 
@@ -315,19 +391,37 @@ def ares_scores(chains: Sequence[Chain], backbone: Backbone, config: AresConfig 
         backbone evaluations, and the certificate (eps / delta / N in sample mode, hard bounds in exact mode).
     """
     config = config or AresConfig()
+    sampled = is_sampled(backbone)
+    if sampled:
+        check_sampled_mode(backbone, config)
     selector = premise_selector(backbone)
     planner = getattr(selector, "plan", None) if selector is not None else None
-    runs = [_Run(chain, config, planner if callable(planner) else None) for chain in chains]
+    runs = [_Run(chain, config, planner if callable(planner) else None, sampled) for chain in chains]
     while True:
         active = [run for run in runs if not run.done]
         if not active:
             break
         for run in active:
             run.prepare()
-        _evaluate_wave(active, backbone)
+        _sample_wave(active, backbone) if sampled else _evaluate_wave(active, backbone)
         for run in active:
             run.advance()
     return [run.result() for run in runs]
+
+
+def check_sampled_mode(backbone: Any, config: AresConfig) -> None:
+    """A sampled backbone (a generative verifier) is scored in sample mode only: a ValueError naming it otherwise.
+
+    Exact mode sums ``w * q`` over masks with q the backbone's value, and auto mode starts exact; a verdict is a
+    random variable whose expectation no finite number of samples gives exactly, so neither bound would hold.
+    """
+    if config.mode != "sample":
+        raise ValueError(
+            f"backbone {backbone!r:.80} samples its verdicts (a generative verifier: sampled=True), so ARES can "
+            f"certify its scores in sample mode only, not mode={config.mode!r} (exact and auto modes treat a "
+            "backbone's value as exact). Pass AresConfig(mode='sample') (--mode sample); its default stopping rule "
+            "for such a backbone, 'betting', stops as soon as every step is within eps."
+        )
 
 
 def check_evaluations(chain: Chain, step: int, evaluations: int, limit: int | None) -> None:
@@ -339,6 +433,38 @@ def check_evaluations(chain: Chain, step: int, evaluations: int, limit: int | No
             f"by step {step + 1} of {chain.num_steps} ({evaluations} so far): a long chain under an uncertain "
             "backbone. Raise AresConfig(max_evaluations=...) (None: no limit) or eps, or score shorter chains."
         )
+
+
+def _sample_wave(runs: list[_Run], backbone: Any) -> None:
+    """A sampled backbone's wave: each group of trajectories at a run's current step asks as many fresh verdicts as
+    it has trajectories, all groups of all runs in ONE call (so a server answers one input's samples together,
+    ``n=`` in one request, where prefix caching pays). Costs (verdicts, generated tokens, requests) go to the run
+    whose group asked them."""
+    premises: list[list[str]] = []
+    hypotheses: list[str] = []
+    num_base: list[int] = []
+    counts: list[int] = []
+    owners: list[tuple[_Run, int]] = []  # (run, how many groups it asked)
+    for run in runs:
+        hypothesis, claims, n = run.chain.steps[run.k], run.chain.claims, run.chain.num_base
+        groups = run.asked()
+        for included, count in groups:
+            premises.append([claims[i] for i in included])
+            hypotheses.append(hypothesis)
+            num_base.append(sum(1 for i in included if i < n))
+            counts.append(count)
+        run.evals[run.k] += len(groups)
+        check_evaluations(run.chain, run.k, sum(run.evals), run.config.max_evaluations)
+        owners.append((run, len(groups)))
+    result = call_sampler(backbone, premises, hypotheses, counts, num_base)
+    start = 0
+    for run, size in owners:
+        part = slice(start, start + size)
+        run.take_verdicts(result.probs[part])
+        run.verdicts += sum(counts[part])
+        run.generated_tokens += sum(result.generated_tokens[part])
+        run.requests += sum(result.requests[part])
+        start += size
 
 
 def _evaluate_wave(runs: list[_Run], backbone: Backbone) -> None:

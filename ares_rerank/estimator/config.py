@@ -25,6 +25,7 @@ __all__ = [
     "MAX_MASKS",
     "MAX_SAMPLE_BYTES",
     "SAMPLE_ROW_BYTES",
+    "STOPPING_RULES",
     "AresConfig",
     "check_sample_size",
     "is_int",
@@ -34,6 +35,9 @@ __all__ = [
 ]
 
 _MODES = ("auto", "exact", "sample")
+#: Sample mode's stopping rules (``AresConfig.stopping``): a fixed Hoeffding N, or anytime-valid betting bounds
+#: checked as trajectories arrive (:mod:`~ares_rerank.estimator.sequential`).
+STOPPING_RULES = ("hoeffding", "betting")
 # Upper bound of AresConfig.max_masks: exact mode then holds at most 16 x 65,536 masks of a chain (about 100 MB of
 # mask rows at 100 claims); far beyond what exact mode is for.
 MAX_MASKS = 65_536
@@ -102,6 +106,16 @@ class AresConfig:
                           "265 at m = 10 steps, 841 at m = 10^6). Memory: about N x (claims + 40) bytes."},
     )
 
+    stopping: str | None = field(
+        default=None,
+        metadata={"help": "Sample mode's stopping rule: 'hoeffding' (N = ceil(ln(2m/delta) / (2 eps^2)) trajectories, "
+                          "fixed) or 'betting' (trajectories in batches until every step's anytime-valid betting "
+                          "confidence sequence is within eps, at most the Hoeffding N at delta/2: far fewer where the "
+                          "values agree, e.g. 64 instead of 265 at m = 10); None = 'betting' for a sampled backbone "
+                          "(a generative verifier), 'hoeffding' otherwise.",
+                "choices": ["hoeffding", "betting"]},
+    )
+
     max_steps: int | None = field(
         default=DEFAULT_MAX_STEPS,
         metadata={"help": "Refuse (ValueError; the reranker, rewards and filters: an unscorable completion) a chain "
@@ -142,6 +156,9 @@ class AresConfig:
                     )
         if self.mode not in _MODES:
             raise ValueError(f"AresConfig(mode={self.mode!r}) is not one of {_MODES}.")
+        if self.stopping is not None and self.stopping not in STOPPING_RULES:
+            raise ValueError(f"AresConfig(stopping={self.stopping!r}) is not one of {STOPPING_RULES} (or None: "
+                             "'betting' for a sampled backbone, 'hoeffding' otherwise).")
         masks = self.max_masks
         if masks is not None and (not is_int(masks) or not 1 <= masks <= MAX_MASKS):
             raise ValueError(
@@ -225,6 +242,13 @@ class AresConfig:
             return self.eps if self.prune_mass is None else float(self.prune_mass)
         return 2.0 * self.eps if self.prune_mass is None else min(float(self.prune_mass), 2.0 * self.eps)
 
+    def stopping_rule(self, sampled: bool) -> str:
+        """The stopping rule sample mode uses: ``stopping``, else ``"betting"`` for a sampled backbone (each
+        verdict costs a generated rationale) and ``"hoeffding"`` for a deterministic one."""
+        if self.stopping is not None:
+            return self.stopping
+        return "betting" if sampled else "hoeffding"
+
     def priors_for(self, chain: Chain) -> np.ndarray:
         """One prior per base claim of ``chain``: ``base_priors`` when given, else ``prior`` for every claim."""
         if self.base_priors is None:
@@ -266,19 +290,24 @@ def sample_size(num_steps: int, eps: float = 0.1, delta: float = 0.1) -> int:
     return math.ceil(needed)
 
 
-def check_sample_size(num_steps: int, config: AresConfig, chain: Chain | None = None) -> int:
+def check_sample_size(num_steps: int, config: AresConfig, chain: Chain | None = None,
+                      delta: float | None = None) -> int:
     """The N of sample mode for a chain of ``num_steps`` steps, or a ValueError when it exceeds the bounds.
+
+    ``delta`` (default ``config.delta``) is the failure probability the N is for (the betting rule's Hoeffding
+    fallback takes half of ``config.delta``).
 
     Two bounds, both checked before any allocation: ``config.max_samples`` trajectories, and
     :data:`MAX_SAMPLE_BYTES` for the ``(N, claims)`` mask matrix (one byte per trajectory and claim) with
     :data:`SAMPLE_ROW_BYTES` of temporaries per trajectory.
     """
-    needed = _required_samples(num_steps, config.eps, config.delta)
+    delta = config.delta if delta is None else delta
+    needed = _required_samples(num_steps, config.eps, delta)
     where = f"chain {chain.id!r} of {num_steps} steps" if chain is not None and chain.id is not None else (
         f"a chain of {num_steps} step{'s' if num_steps != 1 else ''}")
     if needed > config.max_samples:
         shown = f"N = {math.ceil(needed):,} trajectories" if math.isfinite(needed) else "too many trajectories to count"
-        fits = math.sqrt(log_union(num_steps, config.delta) / (2 * config.max_samples))
+        fits = math.sqrt(log_union(num_steps, delta) / (2 * config.max_samples))
         unit = 10.0 ** (math.floor(math.log10(fits)) - 1)
         fits = math.ceil(fits / unit) * unit  # rounded up to two digits, so the value shown does fit
         why = " (auto mode fell back to sampling: its exact pass left more than it could sample)" if (

@@ -39,7 +39,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..backbones.base import Backbone, PairBatch, premise_selector
+from ..backbones.base import Backbone, PairBatch, is_sampled, premise_selector
 from ..chain import Chain, ChainScores
 from .config import AresConfig, check_sample_size
 from ..utils.checks import is_int
@@ -230,6 +230,12 @@ class AresStream:
     """
 
     def __init__(self, backbone: Backbone, config: AresConfig | None = None, horizon: int = DEFAULT_HORIZON) -> None:
+        if is_sampled(backbone):  # the stream memoizes one value per input: a sampled verdict would be shared
+            raise ValueError(
+                f"AresStream(backbone={backbone!r:.60}) samples its verdicts (a generative verifier): a stream "
+                "memoizes one value per input, which would share one sampled verdict across trajectories and break the "
+                "guarantee. Score finished chains with ares_scores(..., AresConfig(mode='sample')) instead."
+            )
         if not callable(getattr(backbone, "entailment_probs", None)):
             raise TypeError(f"AresStream(backbone={backbone!r:.60}) has no entailment_probs(premises, hypotheses).")
         if config is not None and not isinstance(config, AresConfig):

@@ -18,12 +18,14 @@ from typing import Any, Sequence
 
 __all__ = [
     "ARES_MODES",
+    "PROMPT_SPLITS",
     "COMPLETION_ROLES",
     "PROMPT_ROLES",
     "Chain",
     "ChainScores",
     "check_separator",
     "message_text",
+    "parse_separator",
     "read_chains",
     "split_prompt",
     "split_sentences",
@@ -266,6 +268,29 @@ def _as_labels(values: Any, num_steps: int) -> tuple[int, ...]:
 def _short(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+#: How a prompt becomes base claims (``prompt_split``): one claim, sentences, or non-empty lines.
+PROMPT_SPLITS = ("none", "sentences", "lines")
+
+
+def parse_separator(text: str, flag: str = "--step-separator") -> str | None:
+    """The step separator a command line's text means: ``\\n`` / ``\\t`` escapes decoded, ``"sentences"`` ->
+    ``None`` (split into sentences), a ``re:`` pattern kept; a ValueError naming ``flag`` for one that splits nothing
+    or every character, or an unfinished escape."""
+    if text == "sentences":
+        return None
+    if text == "":
+        raise ValueError(f"{flag}='' would make every character a step: give e.g. '\\n\\n' or 'sentences'.")
+    decoded = text
+    if "\\" in text:
+        try:
+            decoded = text.encode("latin-1", "backslashreplace").decode("unicode_escape")
+        except UnicodeDecodeError as err:  # a trailing backslash, or an unfinished escape such as \x4
+            raise ValueError(f"{flag}={text!r} has an unfinished escape ({err.reason}): write '\\n' or "
+                             "'\\t', or '\\\\' for a backslash.") from err
+    check_separator(decoded)  # a re: pattern that compiles and splits on something
+    return decoded
 
 
 def split_prompt(prompt: str, mode: str = "none") -> list[str]:

@@ -24,7 +24,7 @@ import typing
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ..chain import check_separator
+from ..chain import parse_separator
 from ..utils.io import check_input_file
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "add_io_arguments",
     "add_output_arguments",
     "add_prompt_key_argument",
+    "add_rerank_arguments",
     "add_run_arguments",
     "backbone_from_args",
     "backbone_options",
@@ -50,6 +51,7 @@ __all__ = [
     "keep_partial_on_failure",
     "open_results",
     "positive",
+    "rerank_config_from_args",
     "resume_results",
     "step_generator_from_args",
     "step_separator",
@@ -209,29 +211,42 @@ def input_path(args: argparse.Namespace) -> Path:
     return path
 
 
+def add_rerank_arguments(parser: Any, fields: Sequence[str]) -> None:
+    """The flags of the :class:`~ares_rerank.rerank.config.RerankConfig` ``fields`` (``prompt_split`` ->
+    ``--prompt-split``), with the field's help, default and choices: every reranker flag is defined there, once.
+    ``parser`` may be an argument group."""
+    from ..rerank.config import RerankConfig
+
+    hints = typing.get_type_hints(RerankConfig)
+    by_name = {f.name: f for f in dataclasses.fields(RerankConfig)}
+    for name in fields:
+        field = by_name[name]
+        kind, extra = _argparse_type(hints[name])
+        extra.update({k: v for k, v in field.metadata.items() if k != "help"})
+        shown = field.default if field.default is not None else "none"
+        text = field.metadata.get("help", "").replace("%", "%%")
+        parser.add_argument(_flag(name), dest=name, type=kind, default=field.default,
+                            help=f"{text} (default: {shown})", **extra)
+
+
+def rerank_config_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`~ares_rerank.rerank.config.RerankConfig` of parsed options (fields a command did not add keep
+    their defaults), checked."""
+    from ..rerank.config import RerankConfig
+
+    return dataclass_from_args(RerankConfig, args)
+
+
 def add_chain_text_arguments(parser: argparse.ArgumentParser) -> None:
-    """How completion text becomes steps and prompt text becomes base claims."""
-    parser.add_argument("--step-separator", default="\\n\\n",
-                        help="Splits a completion into steps; '\\n' and '\\t' escapes are understood, 'sentences' "
-                             "splits into sentences (default: a blank line).")
-    parser.add_argument("--prompt-split", default="none", choices=["none", "sentences", "lines"],
-                        help="How the prompt becomes base claims (default: one claim).")
+    """How completion text becomes steps and prompt text becomes base claims (``--step-separator``,
+    ``--prompt-split``)."""
+    add_rerank_arguments(parser, ("step_separator", "prompt_split"))
 
 
 def add_chat_layout_arguments(parser: argparse.ArgumentParser) -> None:
     """``--chat-layout`` / ``--tokenizer``: how prompts and completions that a chat template rendered are read back
     (:mod:`ares_rerank.chat_templates`; ``AresReranker(chat_layout=..., tokenizer=...)``)."""
-    from ..chat_templates import LAYOUTS
-
-    parser.add_argument("--chat-layout", default="auto", choices=["auto", "none", *LAYOUTS],
-                        help="Role headers and end markers that a chat template wrote into string prompts and "
-                             "completions are removed before scoring: auto (default) detects ChatML, Llama 3, "
-                             "DeepSeek-R1, Mistral, Gemma and Phi text; a name forces that layout; none reads the "
-                             "text as it is.")
-    parser.add_argument("--tokenizer", default=None, metavar="PATH_OR_HUB_ID",
-                        help="The policy's tokenizer (folder or hub id, cached when offline): its chat template and "
-                             "special tokens give the layout, for a template the known layouts do not cover. "
-                             "Instead of --chat-layout.")
+    add_rerank_arguments(parser, ("chat_layout", "tokenizer"))
 
 
 def chat_layout_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -239,27 +254,13 @@ def chat_layout_options(args: argparse.Namespace) -> dict[str, Any]:
     checked (and the tokenizer loaded) before the backbone loads."""
     from ..chat_templates import resolve_layout
 
-    if args.tokenizer is not None and args.chat_layout != "auto":
-        raise ValueError(f"--chat-layout {args.chat_layout} and --tokenizer {args.tokenizer} are both given: pass "
-                         "one (the tokenizer's chat template gives the layout).")
+    rerank_config_from_args(args)  # --chat-layout and --tokenizer together are refused there
     return {"chat_layout": resolve_layout(args.chat_layout, args.tokenizer, "--chat-layout")}
 
 
 def step_separator(text: str) -> str | None:
-    """The separator ``--step-separator`` means: escapes decoded; ``"sentences"`` -> ``None`` (sentence split)."""
-    if text == "sentences":
-        return None
-    if text == "":
-        raise ValueError("--step-separator='' would make every character a step: give e.g. '\\n\\n' or 'sentences'.")
-    decoded = text
-    if "\\" in text:
-        try:
-            decoded = text.encode("latin-1", "backslashreplace").decode("unicode_escape")
-        except UnicodeDecodeError as err:  # a trailing backslash, or an unfinished escape such as \x4
-            raise ValueError(f"--step-separator={text!r} has an unfinished escape ({err.reason}): write '\\n' or "
-                             "'\\t', or '\\\\' for a backslash.") from err
-    check_separator(decoded)  # a re: pattern that compiles and splits on something
-    return decoded
+    """The separator ``--step-separator`` means (:func:`~ares_rerank.chain.parse_separator`)."""
+    return parse_separator(text)
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, batch_size: int, unit: str) -> None:
@@ -366,55 +367,27 @@ def keep_partial_on_failure(results: Any) -> Iterator[None]:
         results.close()
 
 
-def add_aggregate_argument(parser: Any, what: str = "the chain score") -> None:
-    """``--aggregate``: how step scores become one score per chain (``rank``, ``serve``, ``eval --task bon``)."""
-    from ..aggregate import AGGREGATES
-
-    parser.add_argument("--aggregate", default="final", choices=list(AGGREGATES),
-                        help=f"Step scores -> {what}: {', '.join(AGGREGATES)} (default: final).")
+def add_aggregate_argument(parser: Any) -> None:
+    """``--aggregate``: how step scores become one score per chain (``rank``, ``serve``, ``search``, ``eval --task
+    bon``)."""
+    add_rerank_arguments(parser, ("aggregate",))
 
 
 def add_selection_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--selection`` and ``--answer-fn``: answer-aware best-of-N (``rank``)."""
-    from ..rerank.voting import SELECTIONS
-
-    parser.add_argument("--selection", default="best", choices=list(SELECTIONS),
-                        help="How the best candidate is chosen: 'best' (highest chain score) or a vote over final "
-                             "answers: 'majority', 'weighted' (summed chain scores), 'sound-weighted' (summed scores "
-                             "of chains with no flagged step). Default: best.")
-    add_answer_fn_argument(parser)
+    """``--selection`` and ``--answer-fn``: answer-aware best-of-N (``rank``, ``search``)."""
+    add_rerank_arguments(parser, ("selection", "answer_fn"))
 
 
-def add_answer_fn_argument(parser: Any, what: str = "for the votes") -> None:
-    """``--answer-fn``: how final answers are read and compared (``rank``, ``eval --task bon``)."""
-    from ..rerank.answers import ANSWER_FNS
-
-    parser.add_argument("--answer-fn", default="standard",
-                        help=f"How final answers are read and compared {what}: {' or '.join(ANSWER_FNS)} (the "
-                             "'math' extra), or 'module:function' naming a Python function text -> answer. Default: "
-                             "standard (\\boxed{}, 'The answer is', '# Answer').")
+def add_answer_fn_argument(parser: Any) -> None:
+    """``--answer-fn``: how final answers are read and compared (``eval --task bon``)."""
+    add_rerank_arguments(parser, ("answer_fn",))
 
 
 def answer_fn_from_args(value: str) -> Any:
     """``--answer-fn``: a built-in name, or ``module:function`` imported (a ValueError naming the flag otherwise)."""
-    import importlib
+    from ..rerank.answers import answer_fn_from_spec
 
-    from ..rerank.answers import ANSWER_FNS, answer_matcher
-
-    if value in ANSWER_FNS:
-        return answer_matcher(value)
-    module_name, _, attr = value.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"--answer-fn={value!r} is neither {' nor '.join(ANSWER_FNS)} nor 'module:function' (e.g. "
-                         "'my_answers:extract' for a function extract(text) -> answer in my_answers.py).")
-    try:
-        fn = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as err:
-        raise ValueError(f"--answer-fn={value!r}: cannot import {attr!r} from {module_name!r} ({err}); the module "
-                         "must be importable from the working directory or the environment.") from err
-    if not callable(fn):
-        raise ValueError(f"--answer-fn={value!r} names a {type(fn).__name__}, not a function text -> answer.")
-    return answer_matcher(fn)
+    return answer_fn_from_spec(value)
 
 
 def add_prompt_key_argument(parser: argparse.ArgumentParser) -> None:

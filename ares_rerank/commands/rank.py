@@ -30,7 +30,7 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     options.add_io_arguments(parser, "{prompt, candidates} records")
-    parser.add_argument("--method", default="ares", help="'ares' or a baseline, e.g. 'entail-prev'.")
+    options.add_rerank_arguments(parser, ("method",))
     options.add_aggregate_argument(parser)
     parser.add_argument("--top-k", type=int, default=None, help="Keep the best k in 'ranking' (default: all).")
     options.add_prompt_key_argument(parser)
@@ -95,14 +95,10 @@ def _rank_all(args: argparse.Namespace, records: list[dict[str, Any]], results: 
     from ..rerank.reranker import AresReranker
 
     config = options.config_from_args(args)
-    chat_layout = options.chat_layout_options(args)
+    settings = options.rerank_config_from_args(args).reranker_kwargs()  # checked before the backbone loads
     backbone = options.backbone_from_args(args)
     # one estimator call per CLI batch, one bar
-    reranker = AresReranker(backbone, config=config, method=args.method,
-                            step_separator=options.step_separator(args.step_separator),
-                            prompt_split=args.prompt_split, aggregate=args.aggregate,
-                            batch_size=None, show_progress_bar=False, selection=args.selection,
-                            answer_fn=options.answer_fn_from_args(args.answer_fn), **chat_layout)
+    reranker = AresReranker(backbone, config=config, batch_size=None, show_progress_bar=False, **settings)
     keys = [record_key(i, record) for i, record in enumerate(records)]
     done = options.resume_results(results, keys)
     with tqdm(total=len(records), initial=done, desc="ranking", unit="prompt", disable=args.no_progress,

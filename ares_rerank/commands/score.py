@@ -24,7 +24,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("score", help="Score every step of chains in a JSONL file.", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     options.add_io_arguments(parser, "chains")
-    parser.add_argument("--method", default="ares", help="'ares' or a baseline, e.g. 'entail-prev'.")
+    options.add_rerank_arguments(parser, ("method",))
     options.add_chain_text_arguments(parser)
     options.add_backbone_arguments(parser)
     options.add_config_arguments(parser)

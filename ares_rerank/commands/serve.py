@@ -36,8 +36,8 @@ def register(subparsers: Any) -> None:
 
     parser = subparsers.add_parser("serve", help="Serve ARES rewards over HTTP (OpenRLHF's remote reward protocol).",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--method", default="ares", help="'ares' or a baseline, e.g. 'entail-prev'.")
-    options.add_aggregate_argument(parser, "the reward")
+    options.add_rerank_arguments(parser, ("method",))
+    options.add_aggregate_argument(parser)
     options.add_chain_text_arguments(parser)
     options.add_chat_layout_arguments(parser)
     options.add_backbone_arguments(parser)
@@ -52,8 +52,9 @@ def run(args: argparse.Namespace) -> int:
     # everything that can be checked without the backbone is checked before listening
     settings = options.dataclass_from_args(ServeConfig, args)
     config = options.config_from_args(args)
-    separator = options.step_separator(args.step_separator)
-    method = args.method.replace("_", "-")
+    rerank = options.rerank_config_from_args(args)
+    reranker_kwargs = rerank.reranker_kwargs(load_tokenizer=False)
+    method = reranker_kwargs["method"] = args.method.replace("_", "-")
     if method not in METHODS:
         raise ValueError(f"--method {args.method!r} is unknown: use one of {list(METHODS)}.")
     # a --tokenizer is loaded after listening, with the backbone (its load can take seconds)
@@ -64,9 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
         layout = chat if chat is not None else options.chat_layout_options(args)
         backbone = options.backbone_from_args(args)
-        return AresReranker(backbone, config=config, method=method, step_separator=separator,
-                            prompt_split=args.prompt_split, aggregate=args.aggregate, show_progress_bar=False,
-                            **layout)
+        return AresReranker(backbone, config=config, show_progress_bar=False, **reranker_kwargs, **layout)
 
     server = RewardServer(build, settings)
     stop = threading.Event()

@@ -41,7 +41,8 @@ from fractions import Fraction
 from typing import Any, Callable, Sequence, Union
 
 
-__all__ = ["ANSWER_FNS", "AnswerFn", "AnswerMatcher", "answer_matcher", "extract_answer", "normalize_answer"]
+__all__ = ["ANSWER_FNS", "AnswerFn", "AnswerMatcher", "answer_fn_from_spec", "answer_matcher", "extract_answer",
+           "normalize_answer"]
 
 AnswerFn = Union[str, Callable[[str], Any], "AnswerMatcher"]
 
@@ -324,3 +325,24 @@ def _math_verify() -> _MathVerify:
     if _MATH_VERIFY is None:
         _MATH_VERIFY = _MathVerify()
     return _MATH_VERIFY
+
+
+def answer_fn_from_spec(value: str, flag: str = "--answer-fn") -> AnswerMatcher:
+    """The matcher a command line's text names: a built-in (:data:`ANSWER_FNS`), or ``module:function`` imported
+    (a function text -> answer); a ValueError naming ``flag`` otherwise."""
+    import importlib
+
+    if value in ANSWER_FNS:
+        return answer_matcher(value)
+    module_name, _, attr = value.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"{flag}={value!r} is neither {' nor '.join(ANSWER_FNS)} nor 'module:function' (e.g. "
+                         "'my_answers:extract' for a function extract(text) -> answer in my_answers.py).")
+    try:
+        fn = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"{flag}={value!r}: cannot import {attr!r} from {module_name!r} ({err}); the module "
+                         "must be importable from the working directory or the environment.") from err
+    if not callable(fn):
+        raise ValueError(f"{flag}={value!r} names a {type(fn).__name__}, not a function text -> answer.")
+    return answer_matcher(fn)

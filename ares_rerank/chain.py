@@ -336,13 +336,13 @@ def check_separator(separator: str) -> re.Pattern[str] | None:
 def split_steps(text: str, separator: str | None = "\n\n") -> list[str]:
     r"""Split a completion into non-empty, stripped steps.
 
-    ``separator`` is a literal string, a regex when prefixed with ``re:``, or ``None`` for sentence splitting. What a
-    regex matches is never a step, its groups included (``re:(Step \d+:)`` splits at the labels and drops them). A
+    ``separator`` is a literal string, a regex when prefixed with ``re:``, or ``"sentences"`` (``None``, its older
+    spelling) for sentence splitting: the same word as ``--step-separator sentences``. What a regex matches is never a step, its groups included (``re:(Step \d+:)`` splits at the labels and drops them). A
     literal separator without ``\r`` also splits Windows (``\r\n``) and old Mac (``\r``) line endings.
     """
     if not isinstance(text, str):
         raise TypeError(f"split_steps(text=...) must be a string, got {type(text).__name__}.")
-    if separator is None:
+    if separator is None or separator == "sentences":
         return split_sentences(text)
     pattern = check_separator(separator)
     if pattern is not None:

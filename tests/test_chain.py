@@ -150,3 +150,16 @@ def test_a_step_of_only_invisible_characters_is_blank():
             Chain([], [invisible])
     assert split_steps("a\n\n\u200b\n\nb") == ["a", "b"] and split_sentences(" \u200b ") == []
     assert Chain([], ["a\u200b"]).steps == ("a\u200b",)  # visible text with a format character stays as it is
+
+
+def test_sentences_is_one_spelling_in_python_and_on_the_command_line():
+    """``step_separator="sentences"`` splits into sentences as ``None`` does and as ``--step-separator sentences``
+    means; a reranker takes it too."""
+    from ares_rerank import AresReranker, FunctionBackbone
+    from ares_rerank.chain import parse_separator
+
+    text = "We have pepper. Then we add salt. So it is seasoned."
+    assert split_steps(text, "sentences") == split_steps(text, None) == split_steps(text, parse_separator("sentences"))
+    assert len(split_steps(text, "sentences")) == 3
+    reranker = AresReranker(FunctionBackbone(lambda p, h: [1.0] * len(h)), step_separator="sentences")
+    assert len(reranker.to_chain("q", text).steps) == 3

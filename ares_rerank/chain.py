@@ -19,6 +19,7 @@ from typing import Any, Sequence
 __all__ = [
     "ARES_MODES",
     "PROMPT_SPLITS",
+    "ROW_KEYS",
     "COMPLETION_ROLES",
     "PROMPT_ROLES",
     "Chain",
@@ -155,9 +156,14 @@ class Chain:
         ``labels`` (one per step, 1 = unsound) and, with ``steps``, ``meta``. JSONL lines (:func:`read_chains`) and
         ``datasets`` rows (:func:`~ares_rerank.distributed.chains_from_rows`) both go through it.
 
+        A key the row lacks, when the row has a key that reads like it (``base_claim``, ``question`` for
+        ``prompt``, ``label``), is an error naming both: read silently, the chain would be scored without its base
+        claims, its prompt or its gold labels. Other keys (a data set's own columns) are left alone.
+
         Raises:
-            ValueError: The row has neither layout, or a bad ``id``.
+            ValueError: The row has neither layout, a misspelled key, or a bad ``id``.
         """
+        _check_row_keys(record)
         chain_id = record.get("id")
         if chain_id is None:  # absent or null
             chain_id = default_id
@@ -171,6 +177,32 @@ class Chain:
             return cls.from_text(record.get("prompt") or "", record["completion"], step_separator=step_separator,
                                  prompt_split=prompt_split, labels=record.get("labels"), id=chain_id)
         raise ValueError("needs 'steps' (with 'base_claims') or 'completion' (with 'prompt').")
+
+
+#: The keys :meth:`Chain.from_record` reads, and the words data sets use for them (-> the key meant).
+ROW_KEYS = ("id", "base_claims", "steps", "prompt", "completion", "labels", "meta")
+_ROW_ALIASES = {"question": "prompt", "problem": "prompt", "query": "prompt", "context": "base_claims",
+                "premises": "base_claims", "response": "completion", "answer": "completion", "output": "completion",
+                "chain": "steps", "label": "labels", "gold": "labels"}
+
+
+def _check_row_keys(record: Mapping[str, Any]) -> None:
+    """A ValueError for a key of ``record`` that stands for a row key it lacks (see :meth:`Chain.from_record`)."""
+    import difflib
+
+    for key in record:
+        if key in ROW_KEYS or not isinstance(key, str):
+            continue
+        meant = _ROW_ALIASES.get(key.lower()) or next(iter(difflib.get_close_matches(key, ROW_KEYS, 1, 0.8)), None)
+        if meant is None or meant in record:
+            continue
+        if meant == "completion" and "steps" in record or meant == "prompt" and "base_claims" in record:
+            continue  # the other layout's key, beside a layout that is complete
+        raise ValueError(f"has the key {key!r} and no {meant!r}: rename {key!r} to {meant!r} (the keys read are "
+                         f"{', '.join(ROW_KEYS)}), or drop it.")
+    if "steps" in record and "prompt" in record and "base_claims" not in record:
+        raise ValueError("has 'steps' and 'prompt' but no 'base_claims': a row of steps takes its base claims from "
+                         "'base_claims' (a list), a row with a 'prompt' splits its 'completion'; give one layout.")
 
 
 def read_chains(path: str | os.PathLike[str], step_separator: str | None = "\n\n",

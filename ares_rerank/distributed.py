@@ -54,9 +54,6 @@ def shard_indices(num_rows: int, num_processes: int, process_index: int) -> list
     return list(range(process_index, num_rows, num_processes))
 
 
-_ROW_KEYS = ("id", "base_claims", "steps", "prompt", "completion", "labels")
-
-
 def chains_from_rows(rows: dict[str, list[Any]], step_separator: str | None = "\n\n",
                      prompt_split: str = "none") -> list[Chain]:
     """Chains from a column batch (``dataset[i:j]`` or ``dataset.select(...)[:]``): see the module doc for columns."""
@@ -71,7 +68,7 @@ def chains_from_rows(rows: dict[str, list[Any]], step_separator: str | None = "\
         )
     chains = []
     for i in range(n):  # one row at a time through the one reader of rows (Chain.from_record)
-        record = {name: column[i] for name, column in rows.items() if name in _ROW_KEYS and column[i] is not None}
+        record = {name: column[i] for name, column in rows.items() if column[i] is not None}
         chains.append(Chain.from_record(record, step_separator, prompt_split))
     return chains
 

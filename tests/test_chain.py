@@ -163,3 +163,21 @@ def test_sentences_is_one_spelling_in_python_and_on_the_command_line():
     assert len(split_steps(text, "sentences")) == 3
     reranker = AresReranker(FunctionBackbone(lambda p, h: [1.0] * len(h)), step_separator="sentences")
     assert len(reranker.to_chain("q", text).steps) == 3
+
+
+@pytest.mark.parametrize("row, message", [
+    ({"base_claim": ["a"], "steps": ["b"]}, "has the key 'base_claim' and no 'base_claims'"),
+    ({"question": "q", "completion": "c"}, "has the key 'question' and no 'prompt'"),
+    ({"prompt": "q", "completion": "c", "label": [1]}, "has the key 'label' and no 'labels'"),
+    ({"prompt": "q", "steps": ["s"]}, "has 'steps' and 'prompt' but no 'base_claims'"),
+])
+def test_a_misspelled_row_key_is_an_error_naming_the_key_meant(row, message):
+    """Read silently, these rows were scored without their base claims, their prompt or their gold labels."""
+    with pytest.raises(ValueError, match=message):
+        Chain.from_record(row)
+
+
+def test_a_data_sets_own_columns_are_left_alone():
+    chain = Chain.from_record({"prompt": "q", "completion": "so c", "answer": "5", "source": "gsm8k"})
+    assert chain.steps == ("so c",)
+    assert Chain.from_record({"base_claims": [], "steps": ["s"], "answer": "3"}).steps == ("s",)

@@ -9,7 +9,10 @@ each in :mod:`~ares_rerank.backbones.prms`: ``"prm-qwen"``, ``"prm-math-shepherd
 ``"prm-skywork"``, ``"prm-trl"``), picked from their hub ids and architectures (:func:`prm_family`,
 :func:`detect_kind`); ``"prm"`` (:class:`~ares_rerank.backbones.prms.StepTagPRM`) and ``"prm-causal"``
 (:class:`~ares_rerank.backbones.prms.CausalPRM`) for PRMs of your own layout; ``"judge"``
-(:class:`~ares_rerank.backbones.judge.LLMJudge`); served, named by a server URL (:data:`SERVED_KINDS`): ``"openai"``
+(:class:`~ares_rerank.backbones.judge.LLMJudge`); generative verifiers, sampled backbones (:data:`GENERATIVE_FAMILIES`,
+one module each in :mod:`~ares_rerank.backbones.verifiers`: ``"prm-genprm"``, ``"prm-thinkprm"``, ``"prm-rprm"``,
+and ``"generative"``, :class:`~ares_rerank.backbones.generative.GenerativeVerifier`, your own prompt; local, or on a
+server URL with ``tokenizer=``); served, named by a server URL (:data:`SERVED_KINDS`): ``"openai"``
 (:class:`~ares_rerank.backbones.openai_judge.OpenAIJudge`), ``"vllm-completions"`` (a causal PRM family read from
 vLLM's prompt log-probabilities, :mod:`~ares_rerank.backbones.vllm_completions`) and ``"vllm-pooling"``
 (:class:`~ares_rerank.backbones.vllm_pooling.VLLMPoolingPRM`). Special names: ``"claimtrees-oracle"`` (the rule
@@ -51,6 +54,7 @@ from .devices import select_device, select_dtype
 __all__ = [
     "BACKBONE_KINDS",
     "CALIBRATION_FILE",
+    "GENERATIVE_FAMILIES",
     "DEFAULT_HEAD_DIR",
     "HubOptions",
     "KINDS",
@@ -73,15 +77,19 @@ __all__ = [
 
 # kind -> "module:Class"; each class has from_pretrained(name_or_path, **kwargs). Add a kind here and nowhere else.
 BACKBONE_KINDS: dict[str, str] = {
+    "generative": "ares_rerank.backbones.generative:GenerativeVerifier",
     "judge": "ares_rerank.backbones.judge:LLMJudge",
     "nli": "ares_rerank.backbones.nli:EntailmentHead",
     "openai": "ares_rerank.backbones.openai_judge:OpenAIJudge",
     "prm": "ares_rerank.backbones.prms:StepTagPRM",
     "prm-causal": "ares_rerank.backbones.prms:CausalPRM",
+    "prm-genprm": "ares_rerank.backbones.verifiers.genprm:GenPRM",
     "prm-math-shepherd": "ares_rerank.backbones.prms.math_shepherd:MathShepherdPRM",
     "prm-qwen": "ares_rerank.backbones.prms.qwen:QwenPRM",
     "prm-rlhflow": "ares_rerank.backbones.prms.rlhflow:RLHFlowPRM",
+    "prm-rprm": "ares_rerank.backbones.verifiers.rprm:RPRM",
     "prm-skywork": "ares_rerank.backbones.prms.skywork:SkyworkPRM",
+    "prm-thinkprm": "ares_rerank.backbones.verifiers.thinkprm:ThinkPRM",
     "prm-trl": "ares_rerank.backbones.prms.trl:TRLPRM",
     "vllm-completions": "ares_rerank.backbones.vllm_completions:VLLMCompletionsPRM",
     "vllm-pooling": "ares_rerank.backbones.vllm_pooling:VLLMPoolingPRM",
@@ -90,6 +98,10 @@ KINDS = tuple(BACKBONE_KINDS)
 # The published PRM families (a module each in backbones/prms/; the configurable "prm" / "prm-causal" are not):
 # picked from their hub ids and architectures (each class's hub_ids / architectures).
 PRM_FAMILIES = tuple(k for k, target in BACKBONE_KINDS.items() if target.startswith("ares_rerank.backbones.prms."))
+# The published generative verifiers (a module each in backbones/verifiers/: sampled backbones), picked from their
+# hub ids; local (a causal LM) or served (a server URL with tokenizer=).
+GENERATIVE_FAMILIES = tuple(k for k, target in BACKBONE_KINDS.items()
+                            if target.startswith("ares_rerank.backbones.verifiers."))
 # What our own `ares-rerank train prm` records in the config of a PRM it saves (a token classifier read as kind "prm").
 KIND_CONFIG_KEY = "ares_kind"
 # A hub cache snapshot folder: .../models--owner--name/snapshots/<commit>
@@ -163,11 +175,12 @@ def _call_factory(spec: str, factory: Any) -> Any:
 
 
 def prm_family(name_or_path: str) -> str | None:
-    """The PRM family kind of a known hub id (any case; a hub cache snapshot folder of one counts), else ``None``."""
+    """The PRM family kind of a known hub id (any case; a hub cache snapshot folder of one counts), else ``None``:
+    a discriminative family (:data:`PRM_FAMILIES`) or a generative verifier (:data:`GENERATIVE_FAMILIES`)."""
     name = str(name_or_path).rstrip("/\\")
     snapshot = _SNAPSHOT.search(name)
     hub_id = f"{snapshot.group(1)}/{snapshot.group(2)}" if snapshot else name
-    for kind in PRM_FAMILIES:
+    for kind in PRM_FAMILIES + GENERATIVE_FAMILIES:
         if hub_id.lower() in (h.lower() for h in backbone_class(kind).hub_ids):
             return kind
     return None
@@ -199,7 +212,8 @@ def detect_kind(architectures: list[str] | None, name_or_path: str = "", recorde
         raise ValueError(
             f"{name_or_path!r} is a causal LM ({names}): it can be an LLM judge or a causal PRM, so say which: "
             "load_backbone(..., kind='judge'), kind='prm-math-shepherd' (Math-Shepherd's ки / + / - layout), "
-            "kind='prm-rlhflow' (RLHFlow's chat of + turns) or kind='prm-causal' (your own step tag)."
+            "kind='prm-rlhflow' (RLHFlow's chat of + turns), kind='prm-causal' (your own step tag), or a generative "
+            "verifier: kind='generative' (your prompt), 'prm-genprm', 'prm-thinkprm' or 'prm-rprm'."
         )
     remote = (" Its config maps it to the checkpoint's own code: pass trust_remote_code=True with the kind to run "
               "that code." if remote_code else "")
@@ -327,8 +341,9 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
     if kind is None and name.startswith(("http://", "https://")):
         raise ValueError(
             f"{name!r} is a server URL: say what it serves, kind='openai' (an LLM judge on an OpenAI-compatible "
-            "server), kind='vllm-pooling' (a token-classifier PRM on vLLM's /pooling) or kind='vllm-completions' (a "
-            "causal PRM family on vLLM's /v1/completions; pass tokenizer= and family=)."
+            "server), kind='vllm-pooling' (a token-classifier PRM on vLLM's /pooling), kind='vllm-completions' (a "
+            "causal PRM family on vLLM's /v1/completions; pass tokenizer= and family=), or a generative verifier "
+            "(kind='generative', 'prm-genprm', 'prm-thinkprm' or 'prm-rprm', with tokenizer=)."
         )
     if kind in SERVED_KINDS:
         return backbone_class(kind).from_pretrained(name_or_path, **kwargs)

@@ -197,8 +197,9 @@ class LocalEngine:
     Args:
         model: A loaded causal LM (eval mode).
         tokenizer: Its tokenizer.
-        seed: Seeds the sampler: call ``c`` of this engine samples under seed ``(seed, c)``, so a run is reproducible
-            and no two calls repeat each other's draws.
+        seed: Seeds the sampler: the ``c``-th ``generate`` call of this engine samples under seed ``(seed, c)``, so a
+            run is reproducible and no two calls repeat each other's draws (reads of log-probabilities draw nothing
+            and do not move it).
         batch_size: Sequences per forward pass when reading log-probabilities.
     """
 
@@ -207,7 +208,7 @@ class LocalEngine:
             raise ValueError(f"seed={seed!r} must be a whole number >= 0.")
         check_positive_int(batch_size, "batch_size", 8)
         self.model, self.tokenizer = model, tokenizer
-        self.seed, self.calls, self.batch_size = int(seed), 0, batch_size
+        self.seed, self.calls, self.draws, self.batch_size = int(seed), 0, 0, batch_size
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad_id = int(pad) if pad is not None else 0
 
@@ -238,8 +239,9 @@ class LocalEngine:
         eos = {eos} if isinstance(eos, int) else set(eos or []) | ({self.tokenizer.eos_token_id} - {None})
         tensor = torch.tensor([ids], device=self.device)
         self.calls += 1
+        self.draws += 1
         with torch.random.fork_rng(devices=[] if tensor.device.type == "cpu" else [tensor.device]):
-            torch.manual_seed(hash((self.seed, self.calls)) % 2**63)
+            torch.manual_seed(hash((self.seed, self.draws)) % 2**63)
             with torch.inference_mode():
                 out = self.model.generate(input_ids=tensor, attention_mask=torch.ones_like(tensor), **kwargs)
         generations = []

@@ -1,0 +1,125 @@
+"""A served generative verifier against the local one: a fake OpenAI-compatible server answering in vLLM's schema
+(``/v1/models``; ``/v1/completions`` with ``n=`` samples, ``return_tokens_as_token_ids`` tokens, and
+``prompt_logprobs`` on token-id prompts), backed by the same mirror model, equals the local family within 1e-5.
+
+The fake samples with its own :class:`LocalEngine` seeded as the local verifier's is, so both draw the same
+rationales (asserted), and it computes prompt log-probabilities with the mirror's forward pass, as vLLM does.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+from ares_rerank import load_backbone
+from ares_rerank.backbones.generative import LocalEngine, Sampling, ServedEngine
+from ares_rerank.backbones.served import ServerResponseError
+from fake_servers import FakeServer, Reply
+from verifier_mirrors import genprm_mirror, rprm_mirror, thinkprm_mirror
+
+
+QUESTION = ["Janet's ducks lay 16 eggs per day.", "How many are left after three?"]
+STEPS = ["Step 1: 16 - 3 = 13.", "The answer is 13."]
+SEED = 4
+MIRRORS = {"prm-genprm": genprm_mirror, "prm-thinkprm": thinkprm_mirror, "prm-rprm": rprm_mirror}
+SMALL = {"prm-genprm": {"max_tokens": 30}, "prm-thinkprm": {"max_length": 40}, "prm-rprm": {"max_tokens": 16}}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+class VLLMLike:
+    """``respond`` for :class:`FakeServer`: vLLM's answers, computed with ``model`` (module docstring)."""
+
+    def __init__(self, model, tokenizer):
+        self.engine = LocalEngine(model, tokenizer, seed=SEED)
+        self.model, self.tokenizer = model, tokenizer
+        self.lock = threading.Lock()  # one request at a time through the model (the sampler's order matters)
+
+    def __call__(self, method, path, payload):
+        if path == "/v1/models":
+            return Reply({"object": "list", "data": [{"id": "mirror", "object": "model", "max_model_len": 4096}]})
+        with self.lock:
+            if "prompt_logprobs" in payload:
+                return Reply({"choices": [self.prompt_logprobs(p, payload["prompt_logprobs"], i)
+                                          for i, p in enumerate(payload["prompt"])]})
+            return Reply(self.completions(payload))
+
+    def prompt_logprobs(self, ids, top, index):
+        with torch.no_grad():
+            rows = torch.log_softmax(self.model(input_ids=torch.tensor([ids])).logits[0].float(), dim=-1)
+        table = [None]
+        for i in range(1, len(ids)):
+            row = rows[i - 1]
+            values, order = torch.topk(row, top)
+            entry = {str(t): {"logprob": v, "rank": r + 1, "decoded_token": self.tokenizer.decode([t])}
+                     for r, (t, v) in enumerate(zip(order.tolist(), values.tolist()))}
+            entry.setdefault(str(ids[i]), {"logprob": float(row[ids[i]]), "rank": 99,
+                                           "decoded_token": self.tokenizer.decode([ids[i]])})
+            table.append(entry)
+        return {"index": index, "text": "", "prompt_logprobs": table, "finish_reason": "length"}
+
+    def completions(self, payload):
+        assert "seed" not in payload  # a fixed seed would repeat the samples on every call
+        sampling = Sampling(temperature=payload["temperature"], top_p=payload["top_p"],
+                            top_k=max(0, payload.get("top_k", 0)), max_tokens=payload["max_tokens"],
+                            stop=tuple(payload.get("stop") or ()),
+                            include_stop=payload.get("include_stop_str_in_output", False),
+                            repetition_penalty=payload.get("repetition_penalty", 1.0))
+        gens = self.engine.generate(payload["prompt"], payload["n"], sampling)
+        choices = [{"index": i, "text": g.text, "finish_reason": "stop",
+                    "logprobs": {"tokens": [f"token_id:{t}" for t in g.token_ids],
+                                 "token_logprobs": [0.0] * len(g.token_ids)}} for i, g in enumerate(gens)]
+        return {"id": "cmpl", "object": "text_completion", "model": "mirror", "choices": choices,
+                "usage": {"completion_tokens": sum(len(g.token_ids) for g in gens)}}
+
+
+@pytest.mark.parametrize("kind", sorted(MIRRORS))
+def test_served_family_equals_the_local_family(tmp_path, kind):
+    path = MIRRORS[kind](tmp_path / kind)
+    local = load_backbone(path, kind=kind, seed=SEED, device="cpu", **SMALL[kind])
+    with FakeServer(VLLMLike(local.engine.model, local.tokenizer)) as server:
+        served = load_backbone(server.url, kind=kind, tokenizer=local.tokenizer, **SMALL[kind])
+        assert isinstance(served.engine, ServedEngine)
+        remote = served.verify(QUESTION, STEPS, n=3)
+        bodies = [body for _, route, body in server.requests if route == "/v1/completions"]
+    here = local.verify(QUESTION, STEPS, n=3)
+    assert [v.rationale for v in remote] == [v.rationale for v in here]  # the same samples drawn
+    assert [v.verdict_text for v in remote] == [v.verdict_text for v in here]
+    assert [v.prob for v in remote] == pytest.approx([v.prob for v in here], abs=1e-5)
+    assert bodies[0]["n"] == 3  # one input's samples asked together
+    assert all(isinstance(p, list) for b in bodies if "prompt_logprobs" in b for p in b["prompt"])
+    assert sum(v.requests for v in remote) == len(bodies)  # every request counted
+
+
+def test_served_engine_refuses_a_fixed_seed_and_a_missing_tokenizer(tmp_path):
+    with pytest.raises(ValueError, match="seed"):
+        ServedEngine("http://127.0.0.1:9", object.__new__(type("T", (), {"encode": lambda self, t: [1]})),
+                     extra_body={"seed": 0})
+    with pytest.raises(ValueError, match="tokenizer="):
+        load_backbone("http://127.0.0.1:9", kind="prm-rprm")
+
+
+def test_served_engine_names_a_server_without_prompt_logprobs(tmp_path):
+    path = rprm_mirror(tmp_path / "rprm")
+    local = load_backbone(path, kind="prm-rprm", device="cpu")
+
+    def respond(method, route, payload):
+        if route == "/v1/models":
+            return Reply({"data": [{"id": "m"}]})
+        return Reply({"choices": [{"index": i, "text": "", "prompt_logprobs": None}
+                                  for i in range(len(payload["prompt"]))]})
+
+    with FakeServer(respond) as server:
+        engine = ServedEngine(server.url, local.tokenizer)
+        from ares_rerank.backbones.generative import LogprobQuery
+
+        with pytest.raises(ServerResponseError, match="prompt_logprobs"):
+            engine.logprobs([LogprobQuery([1, 2], 3)])

@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 
 __all__ = ["main", "run_reporting_errors"]
@@ -49,19 +49,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.getsignal(signal.SIGTERM) if on_main_thread else None
     if previous == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops a run the way Ctrl-C does: files stay consistent
+    from .utils.http import find_secrets
+
     try:
         return run_reporting_errors(
             f"ares-rerank {args.command}",
             lambda: importlib.import_module(f"ares_rerank.commands.{args.command}").run(args),
+            secrets=find_secrets(vars(args)),  # a password in --backbone, an api_key in --backbone-options
         )
     finally:
         if previous == signal.SIG_DFL:
             signal.signal(signal.SIGTERM, previous)
 
 
-def run_reporting_errors(prog: str, run: Callable[[], int | None]) -> int:
+def run_reporting_errors(prog: str, run: Callable[[], int | None], secrets: Iterable[str] = ()) -> int:
     """``run()``'s exit status; an error ends as one line on stderr (``<prog>: error: ...``) and status 2, Ctrl-C as
-    status 130, never a traceback (``ARES_DEBUG=1`` shows it). Shared by every command-line entry point."""
+    status 130, never a traceback (``ARES_DEBUG=1`` shows it). Shared by every command-line entry point. The line
+    is redacted: no URL password, and none of ``secrets`` (the credentials in the command's arguments), even where
+    a library's message quoted one."""
+    from .utils.http import redact
+
     try:
         return int(run() or 0)
     except KeyboardInterrupt:
@@ -70,7 +77,7 @@ def run_reporting_errors(prog: str, run: Callable[[], int | None]) -> int:
     except Exception as err:  # bad input: say what and how to fix it, no traceback
         if os.environ.get("ARES_DEBUG"):
             raise
-        print(f"{prog}: error: {describe_error(err)}", file=sys.stderr)
+        print(f"{prog}: error: {redact(describe_error(err), secrets)}", file=sys.stderr)
         return 2
 
 

@@ -210,9 +210,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m ares_rerank.distributed`` (under ``accelerate launch`` for several processes): bad
     input ends as one line on stderr and exit status 2, never a traceback (``ARES_DEBUG=1`` shows it)."""
     from .cli import run_reporting_errors
+    from .utils.http import find_secrets
 
     args = _parser().parse_args(argv)
-    return run_reporting_errors("ares_rerank.distributed", lambda: _run(args))
+    return run_reporting_errors("ares_rerank.distributed", lambda: _run(args), secrets=find_secrets(vars(args)))
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..utils.io import staging_folder
+from ..utils.io import local_names, staging_folder
 from .card import model_card
 from .hf import HFBackbone, softmax_pick
 from ..calibration import CALIBRATION_FILE, check_scale
@@ -269,6 +269,10 @@ class EntailmentHead(HFBackbone):
                           stacklevel=3)
         if base_model is not None:
             record["base_model"] = base_model
+        if repo_id is not None:  # for the Hub: a folder's name says what it was, not whose machine it was on
+            record = local_names(record)
+            if adapter:
+                _publish_adapter_base(folder)
         write_calibration(folder, record, replace=True)  # this head's record, not a merge with another head's
         config = getattr(self.model, "config", None)
         labels = {int(k): str(v) for k, v in (getattr(config, "id2label", None) or {}).items()}
@@ -372,6 +376,17 @@ def _record_adapter_base(folder: Path, base_model: str | None) -> str | None:
         config["base_model_name_or_path"] = base
         path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     return base
+
+
+def _publish_adapter_base(folder: Path) -> None:
+    """A local base folder in a saved adapter's ``adapter_config.json`` reduced to its name, for the Hub (peft
+    records the path it loaded the base from)."""
+    path = folder / "adapter_config.json"
+    config = json.loads(path.read_text())
+    recorded = config.get("base_model_name_or_path")
+    if isinstance(recorded, str) and local_names(recorded) != recorded:
+        config["base_model_name_or_path"] = local_names(recorded)
+        path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def _lora_rank(model: Any) -> int | None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backbones.demo import DemoBackboneWarning
+from ..utils.http import redact
 from . import options
 
 
@@ -73,7 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "comma-separated graph names.")
     bon.add_argument("--selections", default="best,weighted,sound-weighted",
                      help="Selection rules per method (majority needs no verifier and is always reported).")
-    options.add_aggregate_argument(bon, "the chain score of --task bon (search-and-learn's 'last' is final)")
+    options.add_aggregate_argument(bon)  # search-and-learn's 'last' is final
     bon.add_argument("--max-n", type=int, default=None, help="Largest N (default: the fewest candidates).")
     bon.add_argument("--subsets", type=subsets_protocol, default="random",
                      help="Which N candidates accuracy@N reads: random (default: --subset-count seeded random subsets "
@@ -84,7 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     bon.add_argument("--step-separator", default="auto",
                      help="--path: how a candidate splits into steps: auto (Math-Shepherd's 'ки' tag where present, "
                           "else blank lines), a literal, 're:<regex>' or 'none' (sentences).")
-    options.add_answer_fn_argument(bon, "in --path's candidates (correctness against the gold answer, votes)")
+    options.add_answer_fn_argument(bon)  # correctness against the gold answer, and the votes
     options.add_backbone_arguments(parser, default="claimtrees-oracle")
     parser.add_argument("--methods", default=DEFAULT_METHODS,
                         help=f"Comma-separated: ares and/or baselines (--task bon: default {BON_METHODS}; 'given' "
@@ -254,7 +255,7 @@ def run_bon(args: argparse.Namespace) -> int:
     config = options.config_from_args(args)
     out_dir = Path(args.output_dir)
     stem = args.name or f"{task.key}__{backbone_key(args.backbone, args.kind)}"
-    settings = {"task": task.key, "backbone": args.backbone, "backbone_options": load_options or {},
+    settings = {"task": task.key, "backbone": redact(args.backbone), "backbone_options": redact(load_options or {}),
                 "config": asdict(config), "methods": sorted(methods), "selections": selections,
                 **subsets}
     check_result_targets(out_dir, stem, (".json", ".md", ".png"))
@@ -295,8 +296,8 @@ def run(args: argparse.Namespace) -> int:
     check_result_targets(out_dir, stem, (".json", ".md"))
     if not args.overwrite:
         check_previous_results(out_dir / f"{stem}.json", {
-            "task": task_record(task), "backbone": args.backbone, "backbone_options": load_options or {},
-            "config": asdict(config), "methods": sorted(methods)})
+            "task": task_record(task), "backbone": redact(args.backbone),
+            "backbone_options": redact(load_options or {}), "config": asdict(config), "methods": sorted(methods)})
     backbone = options.backbone_from_args(args)
     cache = None if args.no_cache else ScoreCache(args.cache_dir or out_dir / "cache")
     results, demo = holding_demo_warning(lambda: evaluate(

@@ -156,11 +156,16 @@ def _json_options(raw: str | None, flag: str = "--backbone-options") -> dict[str
         return {}
     try:
         options = json.loads(raw)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{flag}={raw!r} is not JSON ({err}); e.g. '{{\"trust_remote_code\": true}}'.")
-    if not isinstance(options, dict):
-        raise ValueError(f"{flag}={raw!r} must be a JSON object, e.g. '{{\"trust_remote_code\": true}}'.")
+    except json.JSONDecodeError as err:  # not echoed: text that is not JSON cannot be told apart from an api_key
+        raise ValueError(f"{flag} is not JSON ({err.msg} at character {err.pos} of {len(raw)}); e.g. "
+                         "'{\"trust_remote_code\": true}'.") from None
+    if not isinstance(options, dict):  # not echoed either: a list or a string may be the bare key
+        raise ValueError(f"{flag} must be a JSON object, not a JSON {_JSON_TYPES.get(type(options), 'value')}: e.g. "
+                         "'{\"trust_remote_code\": true}'.")
     return options
+
+
+_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 
 def backbone_from_args(args: argparse.Namespace, **extra: Any) -> Any:
@@ -173,7 +178,10 @@ def backbone_from_args(args: argparse.Namespace, **extra: Any) -> Any:
     except TypeError as err:
         if "unexpected keyword argument" not in str(err) or not given:
             raise
-        raise ValueError(f"--backbone {args.backbone} does not take the load options {sorted(given)} ({err}): drop "
+        from ..utils.http import redact
+
+        raise ValueError(f"--backbone {redact(args.backbone)} does not take the load options {sorted(given)} "
+                         f"({redact(str(err))}): drop "
                          "them from --backbone-options / --dtype (they apply to model backbones).") from err
 
 

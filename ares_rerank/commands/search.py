@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..utils.http import redact
 from ..utils.io import check_input_file, read_jsonl, record_key
 from . import options
 
@@ -215,7 +216,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"resumed: {done} problems were already searched by an earlier run", file=sys.stderr)
     if searched:
         count = len(searched)
-        print(f"searched {count} problems with method={searched[0].method}, n={args.n}, backbone={args.backbone}: "
+        print(f"searched {count} problems with method={searched[0].method}, n={args.n}, "
+              f"backbone={redact(args.backbone)}: "
               f"per problem {totals['tokens'] / count:.0f} generated tokens, {totals['steps'] / count:.1f} steps, "
               f"{totals['evaluations'] / count:.0f} backbone evaluations, {totals['seconds'] / count:.1f} s"
               + (f", {totals['stopped'] / count:.1f} candidates stopped" if args.rejection not in (None, "none")

@@ -16,14 +16,16 @@ from typing import Any
 
 from ..backbones.base import call_backbone
 from ..backbones.selection import premise_selector
+from ..utils.http import redact
 
 
 __all__ = ["CountingBackbone", "backbone_cache_key", "backbone_key", "folder_fingerprint"]
 
 
 def backbone_key(name: str, kind: str | None = None) -> str:
-    """A file-name-safe key for ``name`` (and ``kind``), used in cache paths."""
-    raw = name + (f"-{kind}" if kind else "")
+    """A file-name-safe key for ``name`` (and ``kind``), used in cache paths and results file names (a URL's
+    password left out)."""
+    raw = redact(name) + (f"-{kind}" if kind else "")
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", raw).strip("_.")[:120] or "backbone"
 
 
@@ -48,7 +50,7 @@ def backbone_cache_key(name: str, kind: str | None = None, options: dict[str, An
     :func:`folder_fingerprint` of the folder."""
     key = backbone_key(name, kind)
     if options:
-        key += "-" + hashlib.sha1(json.dumps(options, sort_keys=True, default=str).encode()).hexdigest()[:8]
+        key += "-" + hashlib.sha1(json.dumps(redact(options), sort_keys=True, default=str).encode()).hexdigest()[:8]
     folder = None
     if name == "default":
         from ..backbones.loading import DEFAULT_HEAD_DIR

@@ -50,6 +50,7 @@ from ..rerank.answers import answer_matcher
 from ..estimator.config import AresConfig
 from ..backbones.demo import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
 from ..scoring import METHODS, check_batch_size
+from ..utils.http import redact
 from ..rerank.voting import check_selection, order_by_vote
 
 from .backbones import backbone_cache_key
@@ -240,8 +241,8 @@ def evaluate_bon(
         "kind": "best-of-n",
         "task": {"name": task.name, "key": task.key, "info": task.info, "num_problems": len(task.problems),
                  "candidates": task.max_n, "answer_fn": matcher.name},
-        "backbone": backbone_name,
-        "backbone_options": backbone_options or {},
+        "backbone": redact(backbone_name),
+        "backbone_options": redact(backbone_options or {}),  # written to results files: no api_key
         "config": asdict(config),
         "aggregate": aggregate_name(aggregate),
         "selections": list(selections),

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 from ..chain import ARES_MODES, Chain, ChainScores
 from ..estimator.config import AresConfig
 from ..backbones.demo import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
+from ..utils.http import redact
 from ..utils.io import check_output_dir, write_atomic
 from ..scoring import METHODS, check_batch_size, score_chains
 
@@ -168,8 +169,8 @@ def evaluate(
     chains = list(task.chains) + list(task.twins or [])
     results: dict[str, Any] = {
         "task": task_record(task),
-        "backbone": backbone_name,
-        "backbone_options": backbone_options or {},
+        "backbone": redact(backbone_name),  # written to results files: no URL password, no api_key
+        "backbone_options": redact(backbone_options or {}),
         "config": asdict(config),
         "fold_prevalence": fold_prevalences([c.labels for c in task.chains]),
         "methods": {},

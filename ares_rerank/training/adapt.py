@@ -314,7 +314,7 @@ def run_adaptation(head: str, args: AdaptArguments) -> AdaptedHead:
                       "chains": len(replay["chains"]), "sources": replay["sources"],
                       "mix": asdict(mix) if mix else None},
                   "arguments": {k: v for k, v in asdict(args).items()
-                                if k not in ("chains_file", "output_dir", "data_dir")},  # no local folders
+                                if k not in ("chains_file", "output_dir", "data_dir", "cache_dir")},  # no local folders
                   "report": adapted["report"], "wall_seconds": round(time.time() - start, 1),
                   "cpu_seconds": round(time.process_time() - cpu, 1)}
     from .adapt_steps import save_adapted

@@ -242,6 +242,7 @@ def save_adapted(adapted: dict[str, Any], settings: dict[str, Any], args: Any, a
     """Save the adapted head to ``output_dir/head`` (weights, calibration record with ``adaptation``, card)."""
     from dataclasses import asdict
 
+    from ..utils.io import local_names
     from .export import save_head
 
     record = settings["record"]
@@ -259,6 +260,7 @@ def save_adapted(adapted: dict[str, Any], settings: dict[str, Any], args: Any, a
     if adapted["fitted"] is not None:
         calibration.update({"val": adapted["fitted"].to_dict(),
                             "calibrated_on": "val pairs of the adapted-on chains and of the head's own val split"})
+    calibration = local_names(calibration)  # the head, the chains file, the base: names, never this machine's paths
     save_head(adapted["model"], adapted["tokenizer"], Path(args.output_dir) / "head", calibration,
               adapted["base_model"])
     return calibration

@@ -65,7 +65,10 @@ __all__ = [
     "ServerError",
     "ServerResponseError",
     "check_concurrency",
+    "find_secrets",
     "is_outage",
+    "is_secret_name",
+    "redact",
 ]
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
@@ -177,7 +180,7 @@ class JsonClient:
                 f"base_url must be a string such as 'http://127.0.0.1:8000', got {type(base_url).__name__}."
             )
         parts = urlsplit(base_url.strip())
-        shown = _redact(base_url.strip())
+        shown = redact(base_url.strip())
         try:
             port = parts.port
         except ValueError as err:  # a port that is not a number, or out of range
@@ -456,7 +459,7 @@ def _rejection_hint(status: int, headers: dict[str, str]) -> str:
         return ("The server refused the credentials: pass api_key= (or set OPENAI_API_KEY) with a key it accepts, "
                 "do not retry.")
     if 300 <= status < 400:
-        where = _redact(headers.get("location", ""))[:200]  # headers come lower-cased from _once
+        where = redact(headers.get("location", ""))[:200]  # headers come lower-cased from _once
         return (f"The server redirects{' to ' + repr(where) if where else ''} and redirects are not followed (a "
                 "credential would go with them): give that URL as the base URL.")
     return ("The request itself is wrong for this server (a prompt longer than the model's context, a wrong model "
@@ -470,13 +473,109 @@ def _retry_after(headers: dict[str, str]) -> float | None:
         return None  # absent, or an HTTP date: use our own backoff
 
 
-def _redact(url: str) -> str:
-    """``url`` with any ``user:password@`` before the host replaced by ``***@`` (for messages about a bad URL)."""
-    head, at, tail = url.rpartition("@")
-    if not at:
-        return url
-    scheme, sep, _ = head.partition("://")
-    return f"{scheme}{sep}***@{tail}" if sep else f"***@{tail}"
+# -- credentials in what is recorded or shown ---------------------------------------------------------------------
+REDACTED = "***"
+# A URL's user:password@ (the scheme kept); and, for a bare "user:password@host", the same without a scheme.
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#\s@]*)@")
+_BARE_USERINFO = re.compile(r"^(?P<userinfo>[^/?#\s@:]+:[^/?#\s@]*)@(?=[^\s@]+$)")
+# A query parameter of a URL (?api-key=..., &token=...): its value is hidden when its name is a secret's.
+_QUERY_PARAM = re.compile(r"(?P<lead>[?&](?P<name>[^=&#\s]{1,64})=)(?P<value>[^&#\s'\"]*)")
+# Words that make a setting's name a secret's: api_key, hf_token, password, client_secret, Authorization ...
+_SECRET_WORDS = frozenset({"password", "passwd", "secret", "apikey", "authorization", "credential", "credentials"})
+_SECRET_ENDINGS = ("api_key", "api-key", "token", "access_key", "private_key", "secret_key")
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a setting called ``name`` holds a credential (``api_key``, ``hf_token``, ``password`` ...)."""
+    lowered = name.lower()
+    return (lowered in ("key", "sig", "signature") or bool(_SECRET_WORDS & set(re.split(r"[^a-z0-9]+", lowered)))
+            or lowered.endswith(_SECRET_ENDINGS))
+
+
+def redact(value: Any, secrets: Any = ()) -> Any:
+    """``value`` with every credential replaced by ``***``, for anything that records or shows a setting (a
+    results file's header, a summary line, an error message, a model card).
+
+    Hidden: the ``user:password`` of every URL in a string (``http://***@host``), the value of a URL's query
+    parameter named like a secret (``?api-key=***``); in a mapping, the value of every key
+    that names a secret (:func:`is_secret_name`); a string holding a JSON object (``--backbone-options``) is read and
+    written back redacted; and every literal string in ``secrets`` (see :func:`find_secrets`), wherever it appears.
+    Lists, tuples and mappings are walked; other values are returned as they are. The one redaction helper of the
+    package: everything that prints or records a setting goes through it.
+    """
+    known = sorted({s for s in secrets if isinstance(s, str) and s}, key=len, reverse=True)
+    return _redacted(value, known)
+
+
+def _redacted(value: Any, known: list[str]) -> Any:
+    if isinstance(value, str):
+        return _redacted_text(value, known)
+    if isinstance(value, dict):
+        return {k: (REDACTED if isinstance(k, str) and is_secret_name(k) and v not in (None, "")
+                    else _redacted(v, known)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_redacted(v, known) for v in value)
+    return value
+
+
+def _redacted_text(text: str, known: list[str]) -> str:
+    if text.lstrip().startswith("{"):
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            text = json.dumps(_redacted(parsed, known))
+        else:  # not JSON: hide anything written like a secret's "key": "value"
+            text = re.sub(r'("(?P<key>[^"\\]{1,64})"\s*:\s*)"(?:[^"\\]|\\.)*"?',
+                          lambda m: m.group(0) if not is_secret_name(m.group("key")) else m.group(1) + '"***"', text)
+    text = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
+    text = _BARE_USERINFO.sub(f"{REDACTED}@", text)
+    if "://" in text:
+        text = _QUERY_PARAM.sub(lambda m: m.group("lead") + REDACTED if is_secret_name(m.group("name"))
+                                else m.group(0), text)
+    for secret in known:
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def find_secrets(value: Any) -> set[str]:
+    """The credential strings in ``value`` (walked as :func:`redact` walks it): the password (and user) of every
+    URL, as written and percent-decoded, and the string value of every key naming a secret, also inside a string
+    holding a JSON object. A command collects them from its arguments once, so that any line it prints can be
+    scrubbed of them (:func:`redact` with ``secrets=``), even where a library's message quoted one."""
+    found: set[str] = set()
+    _collect(value, found)
+    return {s for s in found if len(s) >= 3}  # "a" or "" would scrub every line
+
+
+def _collect(value: Any, found: set[str]) -> None:
+    if isinstance(value, str):
+        for match in [*_URL_USERINFO.finditer(value), *_BARE_USERINFO.finditer(value)]:
+            user, _, password = match.group("userinfo").partition(":")
+            found.update(part for part in (password, unquote(password)) if part)
+            if not password:  # a token given as the user (https://TOKEN@host)
+                found.update(part for part in (user, unquote(user)) if part)
+        if "://" in value:
+            for match in _QUERY_PARAM.finditer(value):
+                if is_secret_name(match.group("name")) and match.group("value"):
+                    found.update({match.group("value"), unquote(match.group("value"))})
+        if value.lstrip().startswith("{"):
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, dict):
+                _collect(parsed, found)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and is_secret_name(key) and isinstance(item, str):
+                found.add(item)
+            else:
+                _collect(item, found)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _collect(item, found)
 
 
 def _has_control(text: str) -> bool:

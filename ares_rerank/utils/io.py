@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from .http import redact
+
 
 __all__ = [
     "broken_link",
@@ -37,6 +39,7 @@ __all__ = [
     "check_output_path",
     "file_signature",
     "hold_lock",
+    "local_names",
     "naming_errors",
     "read_jsonl",
     "read_utf8",
@@ -356,7 +359,8 @@ class ResumableOutput:
         self.path = Path(path)
         self.partial = self.path.with_name(f".{self.path.name}.partial")
         self.lock = self.path.with_name(f".{self.path.name}.lock")
-        self.settings = json.loads(json.dumps(settings, default=str))
+        # credentials never reach the disk (a killed run leaves this header): a URL's password, an api_key ...
+        self.settings = redact(json.loads(json.dumps(settings, default=str)))
         self.count = 0
         self.dropped = 0  # lines of the partial file that :meth:`resume` cut away
         self._lock_fd: int | None = hold_lock(self.lock, self.path)
@@ -525,6 +529,31 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` to ``path`` through :func:`atomic_open`."""
     with atomic_open(path) as handle:
         handle.write(text)
+
+
+def local_names(value: Any) -> Any:
+    """``value`` with every local file or folder path replaced by its last part (``/home/me/runs/head`` ->
+    ``head``), for records that leave this machine (a pushed model card, its calibration record): a folder's name
+    says what it was, its path says whose machine it was on. Dicts, lists and tuples are walked; a Hub id
+    (``owner/name`` that is not a local folder), a URL or a plain name is kept."""
+    if isinstance(value, str):
+        return _local_name(value)
+    if isinstance(value, dict):
+        return {k: local_names(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(local_names(v) for v in value)
+    return value
+
+
+def _local_name(text: str) -> str:
+    if not text or len(text) > 4096 or "\n" in text or "://" in text:
+        return text
+    absolute = os.path.isabs(text) or text.startswith(("~", "./", "../", ".\\", "..\\"))
+    try:
+        local = absolute or ((os.sep in text or "/" in text) and Path(text).exists())
+    except (OSError, ValueError):
+        local = False
+    return (Path(text).name or text.strip("/\\") or "/") if local else text
 
 
 def broken_link(path: Path) -> str:

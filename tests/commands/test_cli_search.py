@@ -237,7 +237,7 @@ def test_search_with_vllm(problems, tmp_path, monkeypatch, capsys):
     (["--step-separator", "sentences"], "--step-separator='sentences': generation stops each step at a literal"),
     (["--temperature", "0"], "--temperature=0.0 must be > 0"),
     (["--top-p", "1.5"], "--top-p=1.5 must be in (0, 1]"),
-    (["--model-options", "[1]"], "--model-options='[1]' must be a JSON object"),
+    (["--model-options", "[1]"], "--model-options must be a JSON object, not a JSON array"),
     (["--num-iterations", "80", "--max-steps", "50"], "--num-iterations=80 + --lookahead=0 = 80 steps exceeds "
                                                       "--max-steps=50"),
     (["--engine", "vllm"], "--engine vllm needs the package 'vllm'"),

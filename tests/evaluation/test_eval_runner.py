@@ -318,7 +318,7 @@ def test_backbone_options_reach_load_backbone_and_the_cache_key(tmp_path, tiny_n
     assert backbone_cache_key(str(tiny_nli_path), "nli", {"overlong_steps": "truncate"}) != plain
     assert cli_main(["eval", "--task", "claimtrees", "--n", "2", "--backbone-options", "[1]", "--no-progress",
                      "--output-dir", str(tmp_path)]) == 2
-    assert "--backbone-options='[1]' must be a JSON object" in capsys.readouterr().err
+    assert "--backbone-options must be a JSON object, not a JSON array" in capsys.readouterr().err
 
 
 def test_dtype_flag_loads_the_model_in_that_dtype_and_keys_the_cache(tmp_path, tiny_nli_path, capsys):

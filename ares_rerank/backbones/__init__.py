@@ -1,6 +1,7 @@
 """Backbones: anything that maps (premise lists, hypotheses) to entailment probabilities."""
 
-from .base import Backbone, ChainBackbone, FunctionBackbone, call_backbone
+from .base import Backbone, ChainBackbone, FunctionBackbone, SampledBackbone, call_backbone
+from .generative import GenerativeVerifier, LocalEngine, Sampling, ServedEngine
 from .judge import LLMJudge
 from .loading import load_backbone
 from .nli import EntailmentHead
@@ -9,6 +10,7 @@ from .oracle import ClaimTreesOracle
 from .prms import TRLPRM, CausalPRM, MathShepherdPRM, QwenPRM, RLHFlowPRM, SkyworkPRM, StepTagPRM
 from .selection import AllPremises, FitPremises, RelevantPremises, SelectingBackbone
 from .served import InsecureCredentialsWarning, ServerError, ServerResponseError
+from .verifiers import RPRM, GenPRM, ThinkPRM
 from .vllm_pooling import VLLMPoolingPRM
 
 
@@ -22,19 +24,27 @@ __all__ = [
     "EntailmentHead",
     "FitPremises",
     "FunctionBackbone",
+    "GenPRM",
+    "GenerativeVerifier",
     "InsecureCredentialsWarning",
     "LLMJudge",
+    "LocalEngine",
     "MathShepherdPRM",
     "OpenAIJudge",
     "QwenPRM",
+    "RPRM",
     "RLHFlowPRM",
     "RelevantPremises",
+    "SampledBackbone",
+    "Sampling",
     "SelectingBackbone",
     "ServerError",
+    "ServedEngine",
     "ServerResponseError",
     "SkyworkPRM",
     "StepTagPRM",
     "TRLPRM",
+    "ThinkPRM",
     "VLLMPoolingPRM",
     "call_backbone",
     "load_backbone",

@@ -36,6 +36,10 @@ the verdicts of a whole batch of pairs is counted on its first pair.
 verdict parser: a function from the rationale to the text placed after the prompt before the answer token is read
 (default: the rationale followed by ``verdict_prompt``), the answer read as ``P(yes) / (P(yes) + P(no))`` of the two
 answer tokens.
+
+One module past 500 lines, because the two engines and the verifier base are one interface: every family (and every
+test's recording engine) talks to ``generate`` / ``logprobs`` / ``encode`` only, so the local and the served paths
+cannot drift apart.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@
 - :mod:`~ares_rerank.estimator.stream`: :class:`AresStream`, the same estimate while a chain is written, one step
   at a time, forkable (step-level search);
 - :mod:`~ares_rerank.estimator.masks`: the premise-mask bookkeeping both share (grouping masks into backbone inputs,
-  pruning, splitting, the cap).
+  pruning, splitting, the cap);
+- :mod:`~ares_rerank.estimator.sequential`: sample mode's ``stopping="betting"`` rule (anytime-valid betting
+  confidence sequences, checked after each batch of trajectories), the default for a sampled backbone.
 
 ``AresConfig`` (the settings) and the sample-size checks are importable from here too, where users found them.
 """

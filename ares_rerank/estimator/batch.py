@@ -50,6 +50,22 @@ These projections change no value: the backbone composed with its selector is th
 about.
 
 All distinct inputs of one step, across every chain being scored, go to the backbone in ONE call (a "wave").
+
+**A sampled backbone** (a generative verifier: ``sampled = True``, :func:`~ares_rerank.backbones.base.is_sampled`)
+is not a fixed function: its verdict for an input is a random variable in [0, 1] whose mean is the input's q. Sample
+mode then memoizes nothing: each group of trajectories at a step asks ``sample_probs`` for as many fresh verdicts as
+it has trajectories (all groups of a wave in one call, an input's samples together), and each trajectory takes its
+own verdict v as its value and draws its acceptance from Bernoulli(v), so P(accept | mask) = q and the trajectories
+stay i.i.d., which is what Hoeffding (and the betting bounds) need. A verdict memoized per input and shared by the
+trajectories that reach it would make them dependent (one draw standing for all of them), and the guarantee would
+not hold. Exact and auto modes would treat one verdict as q itself: they refuse such a backbone
+(:func:`check_sampled_mode`). The verdicts, tokens and requests spent are counted in the chain's ``ChainScores``.
+
+**Stopping** (``AresConfig.stopping``; default ``"betting"`` for a sampled backbone, ``"hoeffding"`` otherwise):
+``"hoeffding"`` is the fixed N above; ``"betting"`` draws trajectories in batches until every step's anytime-valid
+betting confidence sequence is within eps (at most N' = the Hoeffding N at delta / 2, whose bound then joins in), the
+guarantee kept although the sample count looks at the data (:mod:`~ares_rerank.estimator.sequential`). Deterministic
+backbones in the default modes are scored exactly as before.
 """
 
 from __future__ import annotations

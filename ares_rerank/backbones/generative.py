@@ -277,7 +277,7 @@ class LocalEngine:
             self.calls += 1
             for row, i in enumerate(batch):
                 logp = torch.log_softmax(logits[row, len(queries[i].context) - 1].float(), dim=-1)
-                values, index = torch.topk(logp, min(top, logp.numel()))
+                values, index = torch.topk(logp, min(top, logp.numel())) if top else (logp[:0], logp[:0].long())
                 out[i] = LogprobAnswer(float(logp[queries[i].token]), dict(zip(index.tolist(), values.tolist())))
         return out  # type: ignore[return-value]
 
@@ -492,6 +492,8 @@ class GenerativeVerifier:
     #: Hub ids of the family's published models (``load_backbone`` picks the family from them, any case).
     hub_ids: tuple[str, ...] = ()
     architectures: tuple[str, ...] = ()
+    #: How many top log-probabilities a verdict read needs besides its own token's (GenPRM's rule reads 20).
+    verdict_top = 0
 
     def __init__(
         self,
@@ -661,7 +663,7 @@ class GenerativeVerifier:
                 raise RuntimeError(f"{type(self).__name__} drew {len(group)} samples where {n} were asked.")
         queries = [q for group in samples for s in group for q in s.queries]
         calls_before = self.engine.calls
-        answers = self.engine.logprobs(queries, top=20) if queries else []
+        answers = self.engine.logprobs(queries, top=self.verdict_top) if queries else []
         read_calls = self.engine.calls - calls_before
         out, at = [], 0
         for group in samples:

@@ -63,6 +63,7 @@ class GenPRM(GenerativeVerifier):
 
     kind = "prm-genprm"
     hub_ids = ("GenPRM/GenPRM-1.5B", "GenPRM/GenPRM-7B", "GenPRM/GenPRM-32B")
+    verdict_top = 20  # vLLM's logprobs=20 at the decision token: the other answer, or the smallest of them
 
     def __init__(self, engine: Any, *, max_tokens: int = 2048, temperature: float = 0.6, top_p: float = 0.95,
                  top_k: int = 20, repetition_penalty: float = 1.0, verify: bool = False, execute: bool = False,

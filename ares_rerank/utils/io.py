@@ -364,8 +364,10 @@ class ResumableOutput:
         self.count = 0
         self.dropped = 0  # lines of the partial file that :meth:`resume` cut away
         self._lock_fd: int | None = hold_lock(self.lock, self.path)
-        self._started = resume and self.partial.is_file()  # a fresh partial file is written with the first batch
         try:
+            if self.partial.is_symlink():  # appending through it would write into whatever it points to
+                raise ValueError(_linked(self.partial, self.path, "partial results"))
+            self._started = resume and self.partial.is_file()  # a fresh partial file is written with the first batch
             if self._started:
                 self._check_header()
         except BaseException:
@@ -425,7 +427,7 @@ class ResumableOutput:
             self._started = True
         size = self.partial.stat().st_size
         try:
-            with naming_errors(self.partial), open(self.partial, "a", encoding="utf-8") as handle:
+            with naming_errors(self.partial), open(self.partial, "a", encoding="utf-8", opener=_no_follow) as handle:
                 handle.writelines(json.dumps({"key": k, "record": r}) + "\n" for k, r in zip(keys, records))
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -459,13 +461,21 @@ def hold_lock(lock: Path, target: Path) -> int:
     for writing ``target``; :func:`release_lock` gives it back. The operating system drops the lock when the process
     ends, however it ends, so a lock file left by a killed run never blocks.
 
+    The lock file is opened without following a link (``O_NOFOLLOW``): one that is a symbolic link is refused.
+
     Raises:
-        ValueError: Another process holds it; the message names ``target``, the process and the fix.
+        ValueError: Another process holds it, or it is a symbolic link; the message names ``target``, the process
+            or the link, and the fix.
     """
     import fcntl
 
     for _ in range(100):  # a holder that finishes removes the file: lock the new one, not the removed one
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:  # never through a link: a planted .lock -> elsewhere would have our pid written over its target
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        except OSError as err:
+            if err.errno == errno.ELOOP or lock.is_symlink():
+                raise ValueError(_linked(lock, target, "lock")) from None
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -484,6 +494,16 @@ def hold_lock(lock: Path, target: Path) -> int:
             return fd
         os.close(fd)
     raise ValueError(f"could not lock {str(lock)!r} for {str(target)!r}: other runs keep replacing it; retry.")
+
+
+def _no_follow(path: str, flags: int) -> int:
+    """``open(..., opener=_no_follow)``: open ``path`` without following a link (``ELOOP`` when it is one)."""
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+
+
+def _linked(path: Path, target: Path, what: str) -> str:
+    return (f"{str(path)!r}, the {what} file for {str(target)!r}, is a symbolic link (to {os.readlink(path)!r}): "
+            "it is never written through; remove it (it is not ours), or give another --output.")
 
 
 def release_lock(lock: Path, fd: int) -> None:

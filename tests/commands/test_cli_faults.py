@@ -272,6 +272,50 @@ def test_the_lock_is_released_by_the_os_and_refuses_a_second_holder(tmp_path):
     second.close()
 
 
+@pytest.mark.parametrize("dangling", [False, True], ids=["to a file", "dangling"])
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_left_alone(tmp_path, dangling):
+    """A .o.jsonl.lock planted as a link: writing the pid through it would overwrite the target (or create it)."""
+    from ares_rerank.utils.io import ResumableOutput
+
+    output = tmp_path / "out.jsonl"
+    target = tmp_path / "precious.txt"
+    if not dangling:
+        target.write_text("keep me\n")
+    lock = output.with_name(f".{output.name}.lock")
+    lock.symlink_to(target)
+    with pytest.raises(ValueError, match="is a symbolic link") as err:
+        ResumableOutput(output, {"a": 1})
+    assert str(lock) in str(err.value) and "remove it" in str(err.value)
+    assert target.read_text() == "keep me\n" if not dangling else not target.exists()
+    assert lock.is_symlink()  # not removed either: it is not ours
+
+
+def test_a_partial_file_that_is_a_link_is_refused_and_its_target_left_alone(tmp_path):
+    from ares_rerank.utils.io import ResumableOutput
+
+    output = tmp_path / "out.jsonl"
+    target = tmp_path / "precious.jsonl"
+    target.write_text('{"ares_rerank_partial": 2, "settings": {"a": 1}}\n')
+    output.with_name(f".{output.name}.partial").symlink_to(target)
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        ResumableOutput(output, {"a": 1})
+    assert target.read_text() == '{"ares_rerank_partial": 2, "settings": {"a": 1}}\n'
+    assert not output.with_name(f".{output.name}.lock").exists()  # the lock taken is given back
+
+
+def test_a_command_with_a_linked_lock_file_is_one_error_line(tmp_path, capsys):
+    from ares_rerank.cli import main
+
+    output = tmp_path / "out.jsonl"
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n")
+    output.with_name(f".{output.name}.lock").symlink_to(target)
+    assert main(["score", str(DEMO), "--backbone", "claimtrees-oracle", "--output", str(output)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "symbolic link" in err and "Traceback" not in err
+    assert target.read_text() == "keep me\n" and not output.exists()
+
+
 def test_eval_and_distributed_outputs_survive_a_full_disk(tmp_path):
     results = tmp_path / "results"
     results.mkdir()

@@ -369,8 +369,9 @@ def split_steps(text: str, separator: str | None = "\n\n") -> list[str]:
     r"""Split a completion into non-empty, stripped steps.
 
     ``separator`` is a literal string, a regex when prefixed with ``re:``, or ``"sentences"`` (``None``, its older
-    spelling) for sentence splitting: the same word as ``--step-separator sentences``. What a regex matches is never a step, its groups included (``re:(Step \d+:)`` splits at the labels and drops them). A
-    literal separator without ``\r`` also splits Windows (``\r\n``) and old Mac (``\r``) line endings.
+    spelling) for sentence splitting: the same word as ``--step-separator sentences``. What a regex matches is never
+    a step, its groups included (``re:(Step \d+:)`` splits at the labels and drops them). A literal separator
+    without ``\r`` also splits Windows (``\r\n``) and old Mac (``\r``) line endings.
     """
     if not isinstance(text, str):
         raise TypeError(f"split_steps(text=...) must be a string, got {type(text).__name__}.")

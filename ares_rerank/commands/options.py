@@ -313,10 +313,12 @@ class _StreamOutput:
             self.handle.close()
 
 
-def open_results(args: argparse.Namespace, source: Path) -> Any:
+def open_results(args: argparse.Namespace, source: Path, sampling: Sequence[str] = ()) -> Any:
     """Where a command's JSONL results go: ``--output`` (checked now, before any work; resumable, see
     :class:`~ares_rerank.utils.io.ResumableOutput`, locked against a second run on the same file; a stream is written
-    through) or standard output. Once the inputs are read, :func:`resume_results` says how many are done."""
+    through) or standard output. Once the inputs are read, :func:`resume_results` says how many are done.
+    ``sampling`` names options otherwise left out of the settings a resume must match that change this command's
+    results (``search``: ``batch_size``, which seeds each batch)."""
     from ..utils.io import ResumableOutput, check_output_path, file_signature, is_stream
 
     if args.output is None or str(args.output) == "-":  # '-' is standard output, as an input of '-' is stdin
@@ -327,7 +329,7 @@ def open_results(args: argparse.Namespace, source: Path) -> Any:
     if Path(args.output).exists() and not args.overwrite:
         raise ValueError(f"--output {str(args.output)!r} already exists: pass --overwrite to replace it, or name "
                          "another file.")
-    settings = {k: v for k, v in sorted(vars(args).items()) if k not in _NOT_RESULT_SETTINGS}
+    settings = {k: v for k, v in sorted(vars(args).items()) if k not in _NOT_RESULT_SETTINGS or k in sampling}
     settings.update(command=args.command, input=file_signature(source))
     return ResumableOutput(args.output, settings, resume=not args.no_resume and str(source) != "-")
 

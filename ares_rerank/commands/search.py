@@ -143,11 +143,12 @@ def _separator(args: argparse.Namespace) -> str:
     return separator
 
 
-def _read(path: Path, key: str, use_chat_template: bool | None) -> list[dict[str, Any]]:
-    """The problems, each with a non-empty prompt of one format (strings or message lists), checked line by line."""
+def _read(path: Path, key: str, use_chat_template: bool | None) -> tuple[list[dict[str, Any]], list[int]]:
+    """The problems, each with a non-empty prompt of one format (strings or message lists), checked line by line,
+    and their line numbers."""
     from ..chain import PROMPT_ROLES, message_text
 
-    records, formats = [], {}
+    records, linenos, formats = [], [], {}
     for lineno, record in read_jsonl(path):
         if not isinstance(record, dict) or key not in record:
             raise ValueError(f"{path}:{lineno} needs the key {key!r} (the prompt: a string or a list of messages); "
@@ -160,13 +161,14 @@ def _read(path: Path, key: str, use_chat_template: bool | None) -> list[dict[str
             raise ValueError(f"{path}:{lineno}: {key!r} is empty: each problem needs the text its steps follow from.")
         formats.setdefault(isinstance(record[key], str), lineno)
         records.append(record)
+        linenos.append(lineno)
     if use_chat_template is False and False in formats:
         raise ValueError(f"{path}:{formats[False]}: the prompt is a list of messages, which --chat-template never "
                          "cannot render: use --chat-template auto, or give string prompts.")
     if len(formats) > 1 and use_chat_template is None:
         raise ValueError(f"{path}: line {formats[True]} has a string prompt and line {formats[False]} a list of "
                          "messages: give one format, or --chat-template always to render strings as user messages.")
-    return records
+    return records, linenos
 
 
 def _record(record: dict[str, Any], result: Any) -> dict[str, Any]:
@@ -186,11 +188,12 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("no problems: give --problems FILE.jsonl ({\"prompt\": ...} per line, '-' for standard "
                          "input).")
     check_input_file(args.problems)
-    results = options.open_results(args, args.problems)  # checked (and locked) before any work
+    # --batch-size seeds each batch (its first problem's index): a resume with another one would sample others
+    results = options.open_results(args, args.problems, sampling=("batch_size",))  # checked and locked first
     totals = {"tokens": 0, "steps": 0, "evaluations": 0, "seconds": 0.0, "stopped": 0}
     searched: list[Any] = []
     with options.keep_partial_on_failure(results):
-        records = _read(args.problems, args.prompt_key, options.CHAT_TEMPLATE_CHOICES[args.chat_template])
+        records, linenos = _read(args.problems, args.prompt_key, options.CHAT_TEMPLATE_CHOICES[args.chat_template])
         if not records:
             print(f"input {str(args.problems)!r} holds no problems: nothing to search.", file=sys.stderr)
         keys = [record_key(i, record) for i, record in enumerate(records)]
@@ -198,6 +201,9 @@ def run(args: argparse.Namespace) -> int:
         if done < len(records):
             backbone = options.backbone_from_args(args)
             generator = options.step_generator_from_args(args, separator)
+            horizon = args.num_iterations + (args.lookahead if args.approach in ("beam-search", "dvts") else 0)
+            generator.check_window(generator.render([r[args.prompt_key] for r in records[done:]]), horizon,
+                                   "--problems", [f"{args.problems}:{n}" for n in linenos[done:]])
             search = _searcher(args, backbone, config, separator, matcher, generator)
             with tqdm(total=len(records), initial=done, desc=f"search ({args.approach}, n={args.n})", unit="problem",
                       disable=args.no_progress, file=sys.stderr) as bar:

@@ -154,6 +154,7 @@ class SearchRun:
         self.stream = AresStream(reranker.backbone, reranker.config, horizon)
         generator.start(seed)
         self.contexts = generator.render(self.prompts)
+        generator.check_window(self.contexts, horizon, where)  # before anything is generated
         self.stats = [SearchStats() for _ in self.prompts]
 
     def start(self, problem: int, key: str) -> Partial:

@@ -70,6 +70,53 @@ class StepGenerator:
         """What :meth:`next_steps` continues, one per prompt (a policy gets the prompts as given)."""
         return list(prompts)
 
+    def window(self) -> int | None:
+        """The most positions (tokens) the model attends to, prompt and generated text together; ``None`` when
+        unknown or unbounded (a policy)."""
+        return None
+
+    def count_tokens(self, contexts: Sequence[Any]) -> list[int] | None:
+        """How many tokens each rendered context is to the model (``None``: not counted, a policy)."""
+        return None
+
+    def check_window(self, contexts: Sequence[Any], steps: int, where: str,
+                     names: Sequence[str] | None = None) -> None:
+        """Refuse, before anything is generated, a context that cannot take ``steps`` steps of
+        ``max_step_tokens`` within :meth:`window`: past its positions a model with a learned table crashes and one
+        with rotary positions writes text that no longer depends on the prompt, scored as if it did.
+
+        Raises:
+            ValueError: Naming the context (``names[i]``, else ``prompts[i]``), its tokens, what the steps may add,
+                the window and the fixes.
+        """
+        window, step_tokens = self.window(), getattr(self, "max_step_tokens", None)
+        if window is None or not is_int(step_tokens):
+            return
+        budget = step_tokens * steps
+        # A cheap bound first: a context of more characters than window x _MAX_CHARS_PER_TOKEN cannot fit, and is
+        # refused without tokenizing it (hundreds of megabytes would take a while even for a fast tokenizer).
+        lengths = [len(c) if isinstance(c, str) else 0 for c in contexts]
+        counts = [None if n > window * _MAX_CHARS_PER_TOKEN else 0 for n in lengths]
+        short = [i for i, c in enumerate(counts) if c is not None]
+        counted = self.count_tokens([contexts[i] for i in short]) if short else []
+        if counted is None:
+            return
+        for i, count in zip(short, counted):
+            counts[i] = count
+        for i, count in enumerate(counts):
+            if count is None or count + budget > window:
+                label = names[i] if names is not None else f"prompts[{i}]"
+                size = (f"{lengths[i]:,} characters (more than {_MAX_CHARS_PER_TOKEN} per token of the window)"
+                        if count is None else f"{count:,} tokens")
+                raise ValueError(
+                    f"{where}: {label} is {size}, and {steps} steps of at most max_step_tokens={step_tokens} "
+                    f"(--max-step-tokens x --num-iterations, lookahead included) may add {budget:,} more: past the "
+                    f"model's window of {window:,} positions, where its steps would no longer read the prompt. "
+                    "Shorten the prompt, or lower --max-step-tokens / --num-iterations"
+                    + (f" (at most {max(window - count, 0) // steps} tokens a step for this prompt)"
+                       if count is not None and count < window else "") + ", or use a model with a longer window."
+                )
+
     def next_steps(self, contexts: Sequence[Any], prefixes: Sequence[Sequence[str]], k: int, keys: Sequence[str],
                    greedy: bool = False) -> list[list[GeneratedStep]]:
         """``k`` continuations of each ``(contexts[i], prefixes[i])``, one list per context.
@@ -84,6 +131,11 @@ class StepGenerator:
                 ``k`` must be 1.
         """
         raise NotImplementedError
+
+
+# More characters than this per token of the window: too long to fit, whatever the tokenizer (long merges of
+# repeated characters stay well under it).
+_MAX_CHARS_PER_TOKEN = 64
 
 
 def _seed_of(key: str) -> int:
@@ -191,6 +243,15 @@ class TransformersStepGenerator(StepGenerator):
         return [self.tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False)
                 for c in conversations]
 
+    def window(self) -> int | None:
+        from ..backbones.tokenization import model_window
+
+        return model_window(self.model, self.tokenizer, None)
+
+    def count_tokens(self, contexts: Sequence[Any]) -> list[int]:
+        ids = self.tokenizer(list(contexts), add_special_tokens=not self.templated)["input_ids"]
+        return [len(row) for row in ids]
+
     def next_steps(self, contexts: Sequence[Any], prefixes: Sequence[Sequence[str]], k: int, keys: Sequence[str],
                    greedy: bool = False) -> list[list[GeneratedStep]]:
         _check_k(k, greedy, "TransformersStepGenerator")
@@ -256,6 +317,17 @@ class VLLMStepGenerator(StepGenerator):
             return list(prompts)
         tokenizer = self.tokenizer if self.tokenizer is not None else self.llm.get_tokenizer()
         return [tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False) for c in conversations]
+
+    def window(self) -> int | None:
+        config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
+        length = getattr(config, "max_model_len", None)
+        return int(length) if is_int(length) and length > 0 else None
+
+    def count_tokens(self, contexts: Sequence[Any]) -> list[int] | None:
+        tokenizer = self.tokenizer if self.tokenizer is not None else self.llm.get_tokenizer()
+        if not callable(tokenizer):
+            return None
+        return [len(row) for row in tokenizer(list(contexts))["input_ids"]]
 
     def next_steps(self, contexts: Sequence[Any], prefixes: Sequence[Sequence[str]], k: int, keys: Sequence[str],
                    greedy: bool = False) -> list[list[GeneratedStep]]:

@@ -383,9 +383,12 @@ class ResumableOutput:
             header = {}
         if not isinstance(header, dict) or header.get(self.MARKER) != self.VERSION or header.get(
                 "settings") != self.settings:
+            earlier = header.get("settings") if isinstance(header, dict) else None
+            changed = _changed_settings(earlier, self.settings) if isinstance(earlier, dict) else ""
             raise ValueError(
-                f"{str(self.partial)!r} holds partial results of a run with other settings (or of another version, "
-                "or is not ours): rerun with --no-resume to discard it, or rerun the original command to finish it."
+                f"{str(self.partial)!r} holds partial results of a run with other settings"
+                + (f" ({changed})" if changed else " (or of another version, or is not ours)")
+                + ": rerun with --no-resume to discard it, or rerun the original command to finish it."
             )
 
     def resume(self, keys: Sequence[str]) -> int:
@@ -454,6 +457,17 @@ class ResumableOutput:
         if self._lock_fd is not None:
             release_lock(self.lock, self._lock_fd)
             self._lock_fd = None
+
+
+def _changed_settings(earlier: dict[str, Any], now: dict[str, Any], shown: int = 4) -> str:
+    """``"batch_size: 2 then, 4 now; ..."`` for the settings that differ (values clipped), at most ``shown``."""
+    def clip(value: Any) -> str:
+        text = json.dumps(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    keys = [k for k in sorted(set(earlier) | set(now)) if earlier.get(k) != now.get(k)]
+    parts = [f"{k}: {clip(earlier.get(k))} then, {clip(now.get(k))} now" for k in keys[:shown]]
+    return "; ".join(parts) + (f"; {len(keys) - shown} more" if len(keys) > shown else "")
 
 
 def hold_lock(lock: Path, target: Path) -> int:

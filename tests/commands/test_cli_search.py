@@ -153,6 +153,71 @@ def test_a_stopped_search_resumes_with_the_same_samples(tiny_causal_lm_path, pro
                          for r, o in zip(read(whole), read(out))]  # the same samples, steps and scores
 
 
+def test_a_resume_with_another_batch_size_is_refused_naming_it(tiny_causal_lm_path, problems, tmp_path, capsys):
+    """--batch-size seeds each batch (its first problem's index): resuming with another would sample other steps
+    for the rest without a word, so the partial file records it and a resume that differs is refused."""
+    common = ["search", str(tiny_causal_lm_path), "--problems", str(problems), "--n", "4", "--beam-width", "2",
+              *BACKBONE, *TINY_RUN]
+    out = tmp_path / "out.jsonl"
+    Overlap.broken_on = "pepper"  # the third problem's prompt: the run stops after two
+    try:
+        assert main([*common, "--batch-size", "1", "--output", str(out)]) == 2
+    finally:
+        Overlap.broken_on = None
+    capsys.readouterr()
+    partial = tmp_path / ".out.jsonl.partial"
+    assert json.loads(partial.read_text().splitlines()[0])["settings"]["batch_size"] == 1
+    kept = partial.read_text()
+    assert main([*common, "--batch-size", "2", "--output", str(out)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()[-1:]
+    assert "holds partial results of a run with other settings (batch_size: 1 then, 2 now)" in line
+    assert "--no-resume" in line and partial.read_text() == kept and not out.exists()
+    assert main([*common, "--batch-size", "1", "--output", str(out)]) == 0  # the original command finishes it
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("words", [300, 1200, 2500, 50_000], ids=["1k tokens", "4k tokens", "8k tokens", "200k chars"])
+def test_a_prompt_past_the_models_window_is_refused_before_anything_is_generated(tiny_causal_lm_path, tmp_path,
+                                                                                 capsys, words):
+    """The tiny Qwen2 has 512 positions: a prompt of thousands of tokens (or 200,000 characters, which would keep
+    generate busy for hours) is one error line naming the line, the tokens, the window and the fixes."""
+    path = tmp_path / "long.jsonl"
+    path.write_text(json.dumps({"prompt": "Let x = 3."}) + "\n" + json.dumps({"prompt": "We have a. " * words}) + "\n")
+    out = tmp_path / "out.jsonl"
+    assert main(["search", str(tiny_causal_lm_path), "--problems", str(path), "--output", str(out), *BACKBONE,
+                 *TINY_RUN]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()[-1:]
+    assert line.startswith("ares-rerank search: error: --problems: ") and f"{path}:2 is " in line
+    assert "window of 512 positions" in line and "--max-step-tokens" in line and "Shorten the prompt" in line
+    assert not out.exists() and not (tmp_path / ".out.jsonl.partial").exists()  # nothing was searched
+
+
+def test_steps_that_would_run_past_the_window_are_refused_and_the_fix_is_named(tiny_causal_lm_path, tmp_path,
+                                                                               capsys):
+    """A short prompt, but --max-step-tokens x --num-iterations past 512 positions."""
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"prompt": "Let x = 3."}) + "\n")
+    assert main(["search", str(tiny_causal_lm_path), "--problems", str(path), *BACKBONE, "--step-separator", " ",
+                 "--max-step-tokens", "64", "--num-iterations", "10", "--no-progress"]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "10 steps of at most max_step_tokens=64" in line and "may add 640 more" in line
+    assert "at most 5" in line and "tokens a step for this prompt" in line
+
+
+def test_the_search_functions_check_the_window_too(tiny_causal_lm_path):
+    from ares_rerank import AresReranker
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ares_rerank.search import beam_search, step_generator
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_causal_lm_path)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_causal_lm_path)
+    generator = step_generator(model, tokenizer, separator=" ", max_step_tokens=8)
+    reranker = AresReranker(Overlap(), step_separator=" ")
+    with pytest.raises(ValueError, match=r"beam_search: prompts\[1\] is \d[\d,]* tokens.*window of 512 positions"):
+        beam_search(generator, ["Let x = 3.", "We have a. " * 400], reranker, 2, beam_width=1, num_iterations=3)
+
+
 def test_conversational_prompts_go_through_the_chat_template(tiny_causal_lm_path, tmp_path):
     path, out = tmp_path / "chat.jsonl", tmp_path / "out.jsonl"
     messages = [{"role": "user", "content": p} for p in PROMPTS[:2]]

@@ -244,7 +244,8 @@ def test_environment_names_kind_options_aggregate_and_reranker_options(clean_env
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
-        ("ARES_RERANK_KIND", "cross-encoder", r"ARES_RERANK_KIND='cross-encoder' is unknown: use one of \[.*'judge'.*'nli'"),
+        ("ARES_RERANK_KIND", "cross-encoder",
+         r"ARES_RERANK_KIND='cross-encoder' is unknown: use one of \[.*'judge'.*'nli'"),
         ("ARES_RERANK_BACKBONE_OPTIONS", "{dtype: bf16}", "ARES_RERANK_BACKBONE_OPTIONS=.* is not valid JSON"),
         ("ARES_RERANK_BACKBONE_OPTIONS", "[1, 2]", "is a JSON list, not an object"),
         ("ARES_RERANK_BACKBONE_OPTIONS", '{"kind": "prm"}', "has a 'kind' key: set ARES_RERANK_KIND instead"),

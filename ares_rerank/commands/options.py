@@ -297,6 +297,7 @@ class _StreamOutput:
 
     def __init__(self, path: str | None = None) -> None:
         self.handle = sys.stdout if path is None else open(path, "w", encoding="utf-8")
+        self.owned = path is not None  # standard output is not ours to close (even while it is redirected)
 
     def resume(self, keys: Sequence[str]) -> int:
         return 0
@@ -309,7 +310,7 @@ class _StreamOutput:
         self.close()
 
     def close(self) -> None:
-        if self.handle is not sys.stdout and not self.handle.closed:
+        if self.owned and not self.handle.closed:
             self.handle.close()
 
 

@@ -16,6 +16,7 @@ candidate.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -122,7 +123,9 @@ def run(args: argparse.Namespace) -> int:
     options.answer_fn_from_args(args.answer_fn)  # before any work
     source = options.input_path(args)
     results = options.open_results(args, source)  # checked (and locked) before any work
-    with options.keep_partial_on_failure(results):
+    # the results alone on stdout (they may be the JSONL stream): what a user's answer function or backbone
+    # prints goes to stderr
+    with options.keep_partial_on_failure(results), contextlib.redirect_stdout(sys.stderr):
         records = _read(source, args.prompt_key, args.candidates_key)
         _rank_all(args, records, results)
         results.finish()

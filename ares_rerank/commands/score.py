@@ -11,6 +11,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Any
 
@@ -39,7 +40,9 @@ def run(args: argparse.Namespace) -> int:
     options.positive(args.batch_size, "--batch-size")
     source = options.input_path(args)
     results = options.open_results(args, source)  # checked (and locked) before any work
-    with options.keep_partial_on_failure(results):
+    # the results alone on stdout (they may be the JSONL stream): what a user's answer function or backbone
+    # prints goes to stderr
+    with options.keep_partial_on_failure(results), contextlib.redirect_stdout(sys.stderr):
         chains = read_chains(source, options.step_separator(args.step_separator), args.prompt_split)
         if not chains:
             print(f"input {str(source)!r} holds no chains: nothing to score.", file=sys.stderr)

@@ -23,6 +23,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -192,7 +193,9 @@ def run(args: argparse.Namespace) -> int:
     results = options.open_results(args, args.problems, sampling=("batch_size",))  # checked and locked first
     totals = {"tokens": 0, "steps": 0, "evaluations": 0, "seconds": 0.0, "stopped": 0}
     searched: list[Any] = []
-    with options.keep_partial_on_failure(results):
+    # the results alone on stdout (they may be the JSONL stream): what a user's answer function or backbone
+    # prints goes to stderr
+    with options.keep_partial_on_failure(results), contextlib.redirect_stdout(sys.stderr):
         records, linenos = _read(args.problems, args.prompt_key, options.CHAT_TEMPLATE_CHOICES[args.chat_template])
         if not records:
             print(f"input {str(args.problems)!r} holds no problems: nothing to search.", file=sys.stderr)

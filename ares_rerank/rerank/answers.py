@@ -30,24 +30,38 @@ are compared in one form:
   gold as written.
 
 A candidate without an answer joins no group: it cannot win a vote (it can still win ``selection="best"``).
+
+Time bounds (``timeout``, default 20 s per call), from any thread: math-verify runs in a worker process, where its
+own ``signal``-based limits work (10 s to parse, 5 s to compare: on the main thread only, so in a server's or an
+executor's thread it had none) and which is killed when a call still runs past ``timeout`` (sympy on
+``\\boxed{10^{10^{100}}}``); such an answer counts as none, a comparison as unequal, as math-verify's own timeout
+does, with a warning. A callable runs in a worker thread and is waited for at most ``timeout``: one that does not
+return is an error naming it and the text (the thread is abandoned; a function cannot be stopped from outside).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import threading
+import warnings
 from collections.abc import Hashable
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable, Sequence, Union
 
+from ..utils.bounded import CallFailed, CallTimedOut, WorkerProcess, call_with_timeout
 
-__all__ = ["ANSWER_FNS", "AnswerFn", "AnswerMatcher", "answer_fn_from_spec", "answer_matcher", "extract_answer",
-           "normalize_answer"]
+
+__all__ = ["ANSWER_FNS", "DEFAULT_ANSWER_TIMEOUT", "AnswerFn", "AnswerMatcher", "answer_fn_from_spec",
+           "answer_matcher", "extract_answer", "normalize_answer"]
 
 AnswerFn = Union[str, Callable[[str], Any], "AnswerMatcher"]
 
 #: The built-in ways to read answers (see the module docstring).
 ANSWER_FNS = ("standard", "math-verify")
+#: Seconds one call of math-verify or of an answer callable may take, unless the matcher is given another.
+DEFAULT_ANSWER_TIMEOUT = 20.0
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _ANSWER_HEADING = re.compile(r"^#+\s*Answer\s*:?\s*$", re.IGNORECASE | re.MULTILINE)
@@ -140,12 +154,20 @@ class AnswerMatcher:
 
     Args:
         answer_fn: ``"standard"``, ``"math-verify"`` or a callable ``fn(text) -> hashable key or None``.
+        timeout: Seconds one call of math-verify or of the callable may take (see the module docstring; default
+            :data:`DEFAULT_ANSWER_TIMEOUT`).
 
     Attributes:
         name: ``"standard"``, ``"math-verify"`` or the callable's ``__name__``.
+        timeouts: math-verify calls cut at ``timeout`` (their answer counted as none, or unequal).
     """
 
-    def __init__(self, answer_fn: str | Callable[[str], Any] = "standard") -> None:
+    def __init__(self, answer_fn: str | Callable[[str], Any] = "standard", timeout: float | None = None) -> None:
+        timeout = DEFAULT_ANSWER_TIMEOUT if timeout is None else timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or \
+                timeout <= 0:
+            raise ValueError(f"AnswerMatcher(timeout={timeout!r}) must be a finite number of seconds > 0, e.g. 20.")
+        self.timeout, self.timeouts = float(timeout), 0
         if isinstance(answer_fn, str):
             if answer_fn not in ANSWER_FNS:
                 raise ValueError(f"answer_fn={answer_fn!r} is unknown: use one of {list(ANSWER_FNS)} or a callable "
@@ -171,9 +193,8 @@ class AnswerMatcher:
             answer = extract_answer(text)
             return None if answer is None else normalize_answer(answer)
         if self.answer_fn == "math-verify":
-            parsed = _math_verify().parse_answer(text)
-            return parsed or None
-        key = self.answer_fn(text)
+            return self._math("parse_answer", text)
+        key = self._call(text)
         if key is not None and not isinstance(key, Hashable):
             raise TypeError(f"answer_fn {self.name!r} returned {type(key).__name__} {key!r:.60}: return a hashable "
                             "key (a string, number or tuple), or None for no answer.")
@@ -184,8 +205,44 @@ class AnswerMatcher:
         if a is None or b is None:
             return False
         if self.answer_fn == "math-verify":
-            return _math_verify().equal(a, b)
+            return self._math_equal(a, b)
         return a == b
+
+    def _call(self, text: str) -> Any:
+        """The callable on ``text``, within ``timeout`` from any thread."""
+        try:
+            return call_with_timeout(self.answer_fn, (text,), self.timeout, name="ares-answer-fn")
+        except CallTimedOut:
+            raise ValueError(f"answer_fn {self.name!r} did not return within {self.timeout:g} s on the text "
+                             f"{text[:80]!r}{'...' if len(text) > 80 else ''}: fix the function (it is left running "
+                             "in the background), or give it longer with AnswerMatcher(fn, timeout=...).") from None
+
+    def _math(self, op: str, text: str) -> _MathAnswer | None:
+        """math-verify's parse of ``text`` in the worker process: a handle naming it, or ``None`` (no answer, or
+        past the bound)."""
+        try:
+            found, shown = _math_verify().call(op, (text,), self.timeout)
+        except CallTimedOut:
+            self._timed_out(f"parsing {text[:60]!r}")
+            return None
+        except CallFailed:  # math-verify raised on it: no answer, never a crash (a dead worker is an error)
+            return None
+        return _MathAnswer(op, text, shown) if found else None
+
+    def _math_equal(self, gold: _MathAnswer, answer: _MathAnswer) -> bool:
+        try:
+            return bool(_math_verify().call("equal", (gold.op, gold.source, answer.op, answer.source), self.timeout))
+        except CallTimedOut:
+            self._timed_out(f"comparing {gold.shown[:40]!r} with {answer.shown[:40]!r}")
+            return False
+        except CallFailed:
+            return False
+
+    def _timed_out(self, what: str) -> None:
+        self.timeouts += 1
+        warnings.warn(f"answer_fn='math-verify' did not return within {self.timeout:g} s {what}: counted as no "
+                      "answer (a comparison as unequal), as math-verify's own timeout does.", RuntimeWarning,
+                      stacklevel=4)
 
     def group(self, texts: Sequence[Any]) -> tuple[list[int | None], list[Any]]:
         """Group candidates by answer.
@@ -205,7 +262,8 @@ class AnswerMatcher:
             if self.answer_fn != "math-verify":
                 groups.append(index.setdefault(answer, len(index)))
                 continue
-            found = next((g for g, rep in enumerate(representatives) if self.same(rep, answer)), None)
+            found = next((g for g, rep in enumerate(representatives)
+                          if rep == answer or self.same(rep, answer)), None)
             if found is None:
                 found = len(representatives)
                 representatives.append(answer)
@@ -216,8 +274,8 @@ class AnswerMatcher:
         """A JSON-friendly form of a parsed answer (math-verify's parse is shown as its string form)."""
         if parsed is None or isinstance(parsed, (str, int, float, bool)):
             return parsed
-        if self.answer_fn == "math-verify":
-            return _math_verify().text(parsed)
+        if isinstance(parsed, _MathAnswer):
+            return parsed.shown
         return parsed if isinstance(parsed, (list, tuple)) else str(parsed)
 
     def gold_key(self, gold: Any) -> Any:
@@ -234,8 +292,8 @@ class AnswerMatcher:
             found = extract_answer(written)
             return normalize_answer(written if found is None else found)
         if self.answer_fn == "math-verify":
-            parsed = _math_verify().parse_gold(str(gold))
-            if not parsed:
+            parsed = self._math("parse_gold", str(gold))
+            if parsed is None:
                 raise ValueError(f"answer_fn='math-verify' cannot read the gold answer {str(gold)!r:.120} (neither as "
                                  "written nor as \\boxed{...}): fix that record's gold answer, or use "
                                  "answer_fn='standard'.")
@@ -250,7 +308,7 @@ class AnswerMatcher:
         if answer is None or gold is None:
             return False
         if self.answer_fn == "math-verify":
-            return _math_verify().equal(self.gold_key(gold), answer)
+            return self._math_equal(self.gold_key(gold), answer)
         return self.gold_key(gold) == answer
 
 
@@ -261,9 +319,21 @@ def answer_matcher(answer_fn: AnswerFn | None = None) -> AnswerMatcher:
     return AnswerMatcher("standard" if answer_fn is None else answer_fn)
 
 
+@dataclass(frozen=True)
+class _MathAnswer:
+    """A math-verify parse as the caller holds it: which parse (``op``), of what text, and its display form; the
+    sympy objects stay in the worker process (nothing of sympy crosses the pipe)."""
+
+    op: str
+    source: str
+    shown: str
+
+
 class _MathVerify:
     """math-verify, configured as TRL 1.16's ``accuracy_reward``: answers parsed with boxed first and no anchor-free
-    guessing, gold texts with math-verify's defaults; bare gold answers boxed first (see the module docstring)."""
+    guessing, gold texts with math-verify's defaults; bare gold answers boxed first (see the module docstring).
+    Runs in the worker process (:func:`_math_verify_op`), on its main thread, where math-verify's own time limits
+    work."""
 
     def __init__(self) -> None:
         try:
@@ -278,16 +348,21 @@ class _MathVerify:
                                                      boxed="all", units=True),
             boxed_match_priority=0, try_extract_without_anchor=False)]
         self.golds: dict[str, list] = {}  # one problem's gold is compared with each of its N candidates
+        self.answers: dict[str, list] = {}  # a candidate's parse, compared with each group's representative
 
     @staticmethod
     def timeout(seconds: int) -> int | None:
-        """math-verify's time limits use ``signal.alarm``, which works on the main thread only; elsewhere (a
-        server's worker, an async reward's thread) it runs without one, as TRL's reward does."""
+        """math-verify's time limits use ``signal.alarm``, which works on the main thread only (the worker's);
+        elsewhere it runs without one, and only the caller's bound on the worker holds."""
         return seconds if threading.current_thread() is threading.main_thread() else None
 
     def parse_answer(self, text: str) -> list:
-        return self.module.parse(text, extraction_config=self.answer_config, extraction_mode="first_match",
-                                 parsing_timeout=self.timeout(10))
+        if text not in self.answers:
+            if len(self.answers) > 4096:
+                self.answers.clear()
+            self.answers[text] = self.module.parse(text, extraction_config=self.answer_config,
+                                                   extraction_mode="first_match", parsing_timeout=self.timeout(10))
+        return self.answers[text]
 
     def parse_gold(self, gold: str) -> list:
         """TRL's parse of a gold text; a bare one-line answer read as ``\\boxed{gold}`` (then as written)."""
@@ -317,13 +392,37 @@ class _MathVerify:
         return str(parsed[-1]) if parsed else ""
 
 
-_MATH_VERIFY: _MathVerify | None = None
+_WORKER_MATH_VERIFY: _MathVerify | None = None  # in the worker process
+_MATH_VERIFY: WorkerProcess | None = None  # in the caller's
 
 
-def _math_verify() -> _MathVerify:
+def _math_verify_op(op: str, *args: str) -> Any:
+    """The worker process's handler: ``parse_answer`` / ``parse_gold`` (text) -> ``(parsed?, display)``; ``equal``
+    (gold op, gold text, answer op, answer text) -> bool (each text parsed again from the worker's cache)."""
+    global _WORKER_MATH_VERIFY
+    if _WORKER_MATH_VERIFY is None:
+        _WORKER_MATH_VERIFY = _MathVerify()
+    verifier = _WORKER_MATH_VERIFY
+    if op == "equal":
+        gold_op, gold, answer_op, answer = args
+        return verifier.equal(getattr(verifier, gold_op)(gold), getattr(verifier, answer_op)(answer))
+    if op not in ("parse_answer", "parse_gold"):
+        raise ValueError(f"unknown math-verify operation {op!r}")
+    parsed = getattr(verifier, op)(args[0])
+    return bool(parsed), verifier.text(parsed)
+
+
+def _math_verify() -> WorkerProcess:
+    """The math-verify worker process (started at its first call); math-verify's presence is checked here, in
+    the caller, so a missing package is said when the matcher is made."""
     global _MATH_VERIFY
     if _MATH_VERIFY is None:
-        _MATH_VERIFY = _MathVerify()
+        import importlib.util
+
+        if any(importlib.util.find_spec(name) is None for name in ("math_verify", "latex2sympy2_extended")):
+            raise ImportError("answer_fn='math-verify' needs Hugging Face's math-verify: pip install "
+                              "'ares-rerank[math]' (or pip install math-verify), or use answer_fn='standard'.")
+        _MATH_VERIFY = WorkerProcess("ares_rerank.rerank.answers:_math_verify_op", "math-verify")
     return _MATH_VERIFY
 
 

@@ -127,6 +127,38 @@ def test_rlhflow_schema_reads_label_or_labels_and_math_shepherd_step_tags(tmp_pa
     assert AnswerMatcher().group(problem.texts)[1][0] == "(3,\\frac{\\pi}{2})"  # the step tag is not the answer
 
 
+@pytest.mark.parametrize("labels, shown, fix", [
+    (["1", "0"], "'1'", "without quotes"), (["True", "False"], "'True'", "without quotes"),
+    ([2, 0], "2", "threshold it"), ([1, -1], "-1", "threshold it"), ([0.5, 1], "0.5", "threshold it"),
+    ([1, None], "None", ""), ([1, float("nan")], "nan", "threshold it"), ([[1], 0], "[1]", ""),
+])
+def test_rlhflow_labels_that_are_not_0_1_or_true_false_are_refused_naming_the_record(tmp_path, labels, shown, fix):
+    """bool() of them read '0', 'False', 2, -1 and 0.5 as correct answers."""
+    good, bad = {"prompt": "q", "answers": ["a", "b"], "label": [1, 0]}, {"prompt": "q", "answers": ["a", "b"],
+                                                                          "label": labels}
+    with pytest.raises(ValueError, match=r"record 2: label \d is ") as err:
+        load_bon_file(write_jsonl(tmp_path / "x.jsonl", [good, bad]))
+    assert shown in str(err.value) and fix in str(err.value) and "1 or true" in str(err.value)
+
+
+def test_eval_bon_on_string_labels_is_one_error_line_and_writes_nothing(tmp_path, capsys):
+    from ares_rerank.cli import main
+
+    path = write_jsonl(tmp_path / "rlhflow.jsonl", [{"prompt": "q", "answers": ["\\boxed{1}", "\\boxed{2}"],
+                                                     "label": ["0", "1"]}])
+    assert main(["eval", "--task", "bon", "--path", str(path), "--output-dir", str(tmp_path / "runs"),
+                 "--no-progress"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("ares-rerank eval: error: ") and "record 1: label 0 is '0'" in line
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_rlhflow_labels_as_json_booleans_and_integers_are_read(tmp_path):
+    record = {"prompt": "q", "answers": ["a", "b", "c", "d"], "labels": [True, 0, 1.0, False]}
+    assert load_bon_file(write_jsonl(tmp_path / "ok.jsonl", [record])).problems[0].correct == [True, False, True,
+                                                                                               False]
+
+
 def test_file_schema_errors_name_the_record_and_the_fix(tmp_path):
     with pytest.raises(ValueError, match="neither search-and-learn"):
         load_bon_file(write_jsonl(tmp_path / "x.jsonl", [{"question": "q", "outputs": []}]))

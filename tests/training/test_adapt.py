@@ -240,6 +240,21 @@ def test_adapt_refuses_bad_input_before_any_work(tmp_path, tiny_nli_path, capsys
     assert "chains_file is required" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("labels", [[float("nan"), 1], [0.5, 1], ["1", 0], [2, 0]], ids=["NaN", "0.5", "'1'", "2"])
+def test_adapt_refuses_a_label_that_is_not_0_or_1_naming_the_line(tmp_path, capsys, labels):
+    """A NaN (JSON's NaN), a fraction or a string label is refused before anything is trained or written."""
+    from ares_rerank.cli import main
+
+    chains = _write_chains(tmp_path / "mine.jsonl", n=6)
+    rows = [json.loads(line) for line in chains.read_text().splitlines()]
+    rows[2]["labels"] = labels + [0] * (len(rows[2]["steps"]) - len(labels))
+    chains.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["adapt", "default", "--chains_file", str(chains), "--output_dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "mine.jsonl:3" in err and "labels must be 0 (sound) or 1 (unsound)" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_unseen_wordings_of_the_measurement_are_in_no_mix_and_read_back():
     """training/unseen_wordings.py: no training form, held-out wording or random-wording word shares their verbs,
     and the rule oracle reads their chains back (the evaluation sets' labels are right)."""

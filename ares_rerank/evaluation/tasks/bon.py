@@ -111,6 +111,28 @@ def _steps(text: str, step_separator: str | None) -> list[str]:
     return split_steps(text, step_separator)
 
 
+def _correct_labels(labels: Any, count: int, where: str) -> list[bool]:
+    """RLHFlow's ``label`` / ``labels``: one per answer, each ``1`` / ``true`` (correct) or ``0`` / ``false``. Anything
+    else is refused naming the record, the answer and the value: ``bool()`` of it would read ``"0"``, ``"False"``,
+    ``2``, ``-1`` and ``0.5`` as correct."""
+    if not isinstance(labels, list) or len(labels) != count:
+        raise ValueError(f"{where}: 'label'/'labels' must list one 0/1 per answer ({count} answers), got "
+                         f"{_short(labels)}.")
+    for i, y in enumerate(labels):
+        if isinstance(y, bool) or (type(y) in (int, float) and y in (0, 1)):
+            continue
+        hint = (" (a string: write the number or true/false without quotes)" if isinstance(y, str) else
+                " (a score, not a label: threshold it into 0/1 first)" if isinstance(y, (int, float)) else "")
+        raise ValueError(f"{where}: label {i} is {y!r}{hint}; each label must be 1 or true (a correct answer) or 0 "
+                         "or false (a wrong one).")
+    return [bool(y) for y in labels]
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def load_bon_file(
     path: str | os.PathLike[str],
     schema: str = "auto",
@@ -159,9 +181,7 @@ def load_bon_file(
         if kind == "search-and-learn":
             correct = [matcher.is_correct(t.replace(_STEP_TAG, ""), gold) for t in texts]
         else:
-            if not isinstance(labels, list) or len(labels) != len(texts):
-                raise ValueError(f"{where}: 'label'/'labels' must list one 0/1 per answer ({len(texts)} answers).")
-            correct = [bool(y) for y in labels]
+            correct = _correct_labels(labels, len(texts), where)
         if given is not None and (not isinstance(given, list) or len(given) != len(texts)):
             raise ValueError(f"{where}: 'scores' must hold one list of step scores per completion.")
         base = split_prompt(prompt, prompt_split)

@@ -29,6 +29,15 @@ while exact, ``eps`` / ``delta`` / ``N`` once sampled.
 
 Backbone values are memoized per stream by the text the backbone reads (selected premises, step), so forks and
 states of one problem never ask the same input twice; :meth:`AresStream.clear` empties the memo.
+
+Bounds: the memo holds at most :data:`MEMO_MAX_ENTRIES` values and :data:`MEMO_MAX_REFERENCES` premise references
+(its keys hold the premises' texts by reference: a 4,096-step chain in sample mode kept ~2.3 M keys of up to 4,096
+references, tens of GB); past either it is emptied at the next :meth:`AresStream.extend` (values asked again are
+recomputed, counted in :attr:`AresStream.memo_resets`). One ``extend`` may ask at most :data:`MEMO_MAX_ENTRIES`
+inputs (trajectories or masks of all its states, e.g. 500 forks x 358 trajectories): more is refused before any
+state changes, naming how many states fit. ``max_evaluations`` bounds each state's evaluations (``None``: no bound
+on them; the memory bounds hold still). A step is checked as a :class:`~ares_rerank.chain.Chain` checks it: text
+that cannot be UTF-8 encoded (a lone surrogate) or longer than ``MAX_CLAIM_CHARS`` is refused.
 """
 
 from __future__ import annotations
@@ -50,6 +59,10 @@ from .masks import exact_step, group_inputs, keep_heaviest, prune_groups, split_
 __all__ = ["AresStream", "StreamState"]
 
 DEFAULT_HORIZON = 64
+#: The most values a stream's memo keeps before it is emptied (and the most inputs one ``extend`` may ask).
+MEMO_MAX_ENTRIES = 500_000
+#: The most premise references the memo's keys may hold together before it is emptied (~8 bytes each).
+MEMO_MAX_REFERENCES = 16_000_000
 
 
 class StreamState:
@@ -252,6 +265,8 @@ class AresStream:
         planner = getattr(selector, "plan", None) if selector is not None else None
         self.planner = planner if callable(planner) else None
         self.memo: dict[Any, float] = {}
+        self.memo_references = 0  # premise references held by the memo's keys
+        self.memo_resets = 0  # times the memo was emptied for its bounds
         self.calls = 0
         self.evaluations = 0
 
@@ -261,6 +276,7 @@ class AresStream:
     def clear(self) -> None:
         """Forget the memoized backbone values (states stay valid; a value asked again is recomputed)."""
         self.memo.clear()
+        self.memo_references = 0
 
     def plan(self, claims: Sequence[str], step: str) -> Any:
         return None if self.planner is None else self.planner(list(claims), step)
@@ -295,8 +311,23 @@ class AresStream:
             if state.num_steps >= self.horizon:
                 raise ValueError(f"AresStream.extend: a state already has horizon={self.horizon} steps; start the "
                                  "stream with a larger horizon (sample mode's guarantee is sized by it).")
+        for i, step in enumerate(steps):
+            try:  # the rule a Chain's steps follow: UTF-8 text, at most MAX_CLAIM_CHARS
+                Chain([], [step])
+            except ValueError as err:
+                raise ValueError(f"AresStream.extend: steps[{i}]: {err}") from None
         if len({id(s) for s in states}) != len(states):
             raise ValueError("AresStream.extend: a state appears twice; fork it to extend two continuations.")
+        rows = sum(len(s.rows) for s in states)  # at most this many distinct inputs this call
+        if rows > MEMO_MAX_ENTRIES:
+            each = max(1, rows // len(states))
+            raise ValueError(f"AresStream.extend: {len(states)} states of up to {each:,} masks or trajectories each "
+                             f"may ask {rows:,} backbone inputs in one call, more than MEMO_MAX_ENTRIES="
+                             f"{MEMO_MAX_ENTRIES:,}: extend at most {max(1, MEMO_MAX_ENTRIES // each):,} states at a "
+                             "time (no state was changed).")
+        if len(self.memo) > MEMO_MAX_ENTRIES or self.memo_references > MEMO_MAX_REFERENCES:
+            self.clear()  # bounded memory; only repeated inputs are asked again
+            self.memo_resets += 1
         for state, step in zip(states, steps):
             state.steps.append(step)
             state.plans.append(self.plan(state.claims[:-1], step))
@@ -347,6 +378,7 @@ class AresStream:
             self.calls += 1
             for key, value in zip(todo, values.tolist()):
                 self.memo[key] = float(value)
+                self.memo_references += len(key[0]) + 1
 
     def _values(self, groups: _Groups) -> np.ndarray:
         return np.array([self.memo[key] for key in groups.keys])[groups.inverse]

@@ -199,7 +199,37 @@ def _checked(answer: Any, size: int, root: str) -> dict[str, Any]:
     if not ok or any(not isinstance(logs.get(k), list) or len(logs[k]) != size for k in LOG_KEYS):
         raise RuntimeError(f"{root}{REWARD_PATH} answered {str(answer)[:200]!r}, not an ares-rerank serve answer for "
                            f"{size} responses: is {root} an `ares-rerank serve`?")
+    problem = _bad_number(answer, logs)
+    if problem is not None:  # a NaN or 1e308 would reach verl's advantages as the reward
+        raise RuntimeError(f"{root}{REWARD_PATH} answered {problem}: an ares-rerank serve answers finite rewards, "
+                           "scores in [0, 1] and step scores in [0, 1]; check the server (its version, a proxy in "
+                           "front of it), nothing was passed on to verl.")
     return answer
+
+
+def _bad_number(answer: dict[str, Any], logs: dict[str, Any]) -> str | None:
+    """What in a server's answer is not a number it can hold, or ``None``: every reward finite (a scored one in
+    [0, 1]; an unscored one is the server's --unscorable-value), every step score in [0, 1], every log finite."""
+    def unit(value: Any) -> bool:
+        return is_finite_number(value) and not isinstance(value, bool) and 0.0 <= float(value) <= 1.0
+
+    for i, reward in enumerate(answer["rewards"]):
+        scored = logs["ares_scored"][i]
+        if not is_finite_number(scored) or isinstance(scored, bool) or scored not in (0, 1):
+            return f"ares_scored[{i}]={scored!r}, not 0 or 1"
+        if not is_finite_number(reward) or isinstance(reward, bool) or (scored and not unit(reward)):
+            return f"rewards[{i}]={reward!r}" + (", outside [0, 1] for a scored response" if scored else "")
+        steps = answer["step_scores"][i]
+        if not isinstance(steps, list) or not all(unit(v) for v in steps):
+            return f"step_scores[{i}]={str(steps)[:80]}"
+        ends = answer["step_ends"][i]
+        if not isinstance(ends, list) or not all(isinstance(e, int) and not isinstance(e, bool) for e in ends):
+            return f"step_ends[{i}]={str(ends)[:80]}"
+    for key in LOG_KEYS:
+        bad = [v for v in logs[key] if not is_finite_number(v)]
+        if bad:
+            return f"extra_logs[{key!r}] holding {bad[0]!r}"
+    return None
 
 
 def _prompt_from(extra_info: Any, prompt_key: str, where: str) -> Any:

@@ -146,3 +146,64 @@ def test_with_a_planned_premise_selection_the_stream_and_the_batch_estimator_agr
     assert state.step_scores == pytest.approx(finished.step_scores, abs=1e-12)
     assert state.result().error_bounds == pytest.approx(finished.error_bounds, abs=1e-12)
     assert state.evaluations_per_step == finished.evaluations_per_step
+
+
+# -- bounds: the memo, one call's inputs, the steps ---------------------------------------------------------------
+def _uncertain(premises, hypotheses):
+    """Probabilities in [0.3, 0.7] that depend on the premises read: every trajectory asks its own input."""
+    import hashlib
+
+    return [0.3 + 0.4 * hashlib.sha256(("|".join(p) + h).encode()).digest()[0] / 255
+            for p, h in zip(premises, hypotheses)]
+
+
+@pytest.mark.parametrize("mode", ["auto", "sample"])
+def test_the_memo_stays_bounded_and_emptying_it_changes_no_score(monkeypatch, mode):
+    """A long stream of uncertain steps with max_evaluations=None kept every value (a 4,096-step chain: ~2.3 M keys
+    of up to 4,096 references); past the bound the memo is emptied at the next extend, and since values are asked
+    again rather than guessed, the scores are the same."""
+    import ares_rerank.estimator.stream as stream_module
+
+    config = AresConfig(mode=mode, max_evaluations=None)
+    steps = [f"step {k} follows" for k in range(40)]
+    unbounded = AresStream(FunctionBackbone(_uncertain, name="u"), config).score(["a", "b"], steps)
+    monkeypatch.setattr(stream_module, "MEMO_MAX_ENTRIES", 2000)
+    monkeypatch.setattr(stream_module, "MEMO_MAX_REFERENCES", 20_000)
+    stream = AresStream(FunctionBackbone(_uncertain, name="u"), config)
+    state = stream.start(["a", "b"])
+    largest = 0
+    for step in steps:
+        stream.extend([state], [step])
+        largest = max(largest, len(stream.memo))
+    assert stream.memo_resets >= 1
+    assert largest <= 2000 + len(state.rows)  # the bound, plus what one call may add
+    assert state.result().step_scores == unbounded.step_scores
+
+
+def test_one_extend_of_more_inputs_than_the_memo_holds_is_refused_before_any_state_changes(monkeypatch):
+    """500 forks at step 32 of 64 in sample mode ask 500 x N inputs in one call (the memo grew by ~180,000 values,
+    50 MB, per step); one call may ask at most MEMO_MAX_ENTRIES, and the error says how many states fit."""
+    import ares_rerank.estimator.stream as stream_module
+
+    stream = AresStream(FunctionBackbone(_uncertain, name="u"), AresConfig(mode="sample"), horizon=64)
+    state = stream.start(["a", "b"])
+    stream.extend([state], ["step 0"])
+    n = len(state.rows)
+    monkeypatch.setattr(stream_module, "MEMO_MAX_ENTRIES", 3 * n)
+    forks = [state.fork() for _ in range(5)]
+    with pytest.raises(ValueError, match=rf"5 states .* may ask {5 * n:,} backbone inputs .* extend at most 3 states"):
+        stream.extend(forks, [f"fork {i}" for i in range(5)])
+    assert all(f.num_steps == 1 for f in forks)  # no state was changed
+    assert len(stream.extend(forks[:3], ["fork 0", "fork 1", "fork 2"])) == 3
+
+
+@pytest.mark.parametrize("step, match", [
+    ("a lone surrogate \ud800 here", "cannot be encoded as UTF-8"),
+    ("x" * 10_000_000, "10,000,000 characters"),
+])
+def test_a_step_a_chain_would_refuse_is_refused_by_the_stream_too(step, match):
+    stream = AresStream(FunctionBackbone(_uncertain, name="u"), AresConfig(mode="exact"))
+    state = stream.start(["a"])
+    with pytest.raises(ValueError, match=rf"AresStream.extend: steps\[0\]: .*{match}"):
+        stream.extend([state], [step])
+    assert state.num_steps == 0 and stream.calls == 0

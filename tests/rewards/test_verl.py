@@ -15,6 +15,7 @@ import asyncio
 import hashlib
 import logging
 import pickle
+import re
 import uuid
 
 import numpy as np
@@ -99,6 +100,52 @@ def test_compute_score_through_a_server_equals_local_scoring(monkeypatch):
     assert by_argument == local
     assert chunked == local * 120
     assert [b["score"] for b in by_environment] == [-1.0 if not x["ares_scored"] else x["score"] for x in local]
+
+
+def _good_answer(reward=0.75, step_scores=(0.9, 0.75), scored=1.0):
+    return {"rewards": [reward], "scores": [reward], "step_scores": [list(step_scores)], "step_ends": [[4, 9]],
+            "extra_logs": {"ares_scored": [scored], "ares_num_steps": [2.0], "ares_first_error": [-1.0],
+                           "ares_flagged_frac": [0.0], "ares_evaluations": [2.0]}}
+
+
+def _with_log(key, value):
+    answer = _good_answer()
+    answer["extra_logs"][key] = [value]
+    return answer
+
+
+@pytest.mark.parametrize("answer, problem", [
+    (_good_answer(reward=float("nan")), "rewards[0]=nan"),
+    (_good_answer(reward=1e308), "rewards[0]=1e+308, outside [0, 1]"),
+    (_good_answer(reward=float("inf")), "rewards[0]=inf"),
+    (_good_answer(step_scores=(0.9, float("nan"))), "step_scores[0]"),
+    (_good_answer(step_scores=(0.9, 2.0)), "step_scores[0]"),
+    (_with_log("ares_evaluations", float("nan")), "extra_logs['ares_evaluations'] holding nan"),
+    (_good_answer(scored=0.5), "ares_scored[0]=0.5"),
+], ids=["nan", "1e308", "inf", "nan step", "step above 1", "nan log", "scored 0.5"])
+def test_compute_score_refuses_a_server_answer_that_is_not_a_finite_reward_in_0_1(answer, problem):
+    """A server (or a proxy in front of it) answering NaN, inf or 1e308 (JSON as Python writes it): refused naming
+    the value, never passed to verl as the reward."""
+    import json
+
+    from fake_servers import FakeServer, Reply
+
+    raw = json.dumps(answer).encode()
+    with FakeServer(lambda method, path, payload: Reply(raw)) as server:
+        with pytest.raises(RuntimeError, match=re.escape(problem)) as err:
+            compute_score("d", "So a.", None, {"question": "We have a."}, server_url=server.url)
+    assert "nothing was passed on to verl" in str(err.value)
+
+
+def test_compute_score_passes_a_servers_unscorable_value_on():
+    """An unscored response's reward is the server's --unscorable-value: any finite number, not only [0, 1]."""
+    from fake_servers import FakeServer, Reply
+
+    answer = _good_answer(reward=-1.0, step_scores=(), scored=0.0)
+    answer["step_ends"] = [[]]
+    with FakeServer(lambda method, path, payload: Reply(answer)) as server:
+        got = compute_score("d", "So a.", None, {"question": "We have a."}, server_url=server.url)
+    assert got["score"] == -1.0 and got["ares_scored"] == 0.0
 
 
 def test_compute_score_names_the_missing_prompt_and_how_to_give_it(caplog):

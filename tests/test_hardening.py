@@ -595,6 +595,27 @@ def test_numpy_scalars_are_accepted_and_stored_as_python_numbers():
             AresConfig(**bad)
 
 
+def test_a_numpy_float32_setting_is_the_number_written_not_its_float32_neighbour():
+    """AresConfig(prior=np.float32(0.95)) read 0.949999988079071: another config (cache key, results) and other
+    scores than prior=0.95. A numpy float of less than double precision is read by its shortest decimal."""
+    import dataclasses
+
+    import numpy as np
+
+    written = AresConfig(prior=0.95, eps=0.1, threshold=0.3, base_priors=[0.9, 0.8])
+    as_float32 = AresConfig(prior=np.float32(0.95), eps=np.float32(0.1), threshold=np.float16(0.3),
+                            base_priors=np.array([0.9, 0.8], dtype=np.float32))
+    assert as_float32 == written and dataclasses.asdict(as_float32) == dataclasses.asdict(written)
+    later = AresConfig()
+    later.prior = np.float32(0.95)
+    assert later.prior == 0.95
+    chain = Chain(["We have a.", "We have b."], ["So a and b.", "Then c."])
+    backbone = FunctionBackbone(lambda premises, hypotheses: [0.6] * len(hypotheses), name="constant")
+    first = score_chains([chain], backbone, "ares", AresConfig(prior=np.float32(0.95), mode="exact"))[0]
+    second = score_chains([chain], backbone, "ares", AresConfig(prior=0.95, mode="exact"))[0]
+    assert first.step_scores == second.step_scores
+
+
 def test_one_long_uncertain_chain_is_refused_at_max_evaluations_and_the_others_still_score():
     """Nothing bounded ARES's work on one chain: a 1,000-step chain under an uncertain backbone asked 490,000
     evaluations (72 s with a trivial function; hours with a model). The limit is checked before each backbone call."""

@@ -296,7 +296,9 @@ class _StreamOutput:
     count = 0
 
     def __init__(self, path: str | None = None) -> None:
-        self.handle = sys.stdout if path is None else open(path, "w", encoding="utf-8")
+        from ..utils.io import open_stream
+
+        self.handle = sys.stdout if path is None else open_stream(path)  # a FIFO only once it has a reader
         self.owned = path is not None  # standard output is not ours to close (even while it is redirected)
 
     def resume(self, keys: Sequence[str]) -> int:

@@ -57,6 +57,14 @@ MAX_SAMPLE_BYTES = 2**30
 SAMPLE_ROW_BYTES = 40
 
 
+def _as_float(value: Any) -> float:
+    """A checked number as the float it was written as: a numpy float of less than double precision by its shortest
+    decimal (``np.float32(0.95)`` is 0.95, not 0.949999988079071: the same config, scores and cache keys as 0.95)."""
+    if isinstance(value, np.floating) and value.dtype.itemsize < 8:
+        return float(str(value))
+    return float(value)
+
+
 @dataclass
 class AresConfig:
     """Settings of the ARES estimator.
@@ -192,7 +200,7 @@ class AresConfig:
             )
         # numpy scalars pass the checks above; store plain Python numbers (cache keys and JSON records read them)
         for name in ("eps", "delta", "prior", "threshold"):
-            setattr(self, name, float(getattr(self, name)))
+            setattr(self, name, _as_float(getattr(self, name)))
         for name in ("seed", "max_samples"):
             setattr(self, name, int(getattr(self, name)))
         if self.max_masks is not None:
@@ -202,9 +210,9 @@ class AresConfig:
         if self.max_steps is not None:
             self.max_steps = int(self.max_steps)
         if self.prune_mass is not None:
-            self.prune_mass = float(self.prune_mass)
+            self.prune_mass = _as_float(self.prune_mass)
         if self.base_priors is not None:  # a tuple: changed in place, a list would skip these checks
-            self.base_priors = tuple(float(p) for p in self.base_priors)
+            self.base_priors = tuple(_as_float(p) for p in self.base_priors)
         if self.mode == "sample":  # the shortest chain (one step) must fit; longer chains are checked when sampled
             check_sample_size(1, self)
         object.__setattr__(self, "_checked", True)

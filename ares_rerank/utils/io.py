@@ -41,6 +41,7 @@ __all__ = [
     "hold_lock",
     "local_names",
     "naming_errors",
+    "open_stream",
     "read_jsonl",
     "read_utf8",
     "record_key",
@@ -182,6 +183,43 @@ def is_stream(path: str | os.PathLike[str]) -> bool:
     return False
 
 
+#: Seconds :func:`open_stream` waits for something to read a named pipe given as an output, before refusing it.
+FIFO_READER_WAIT = 10.0
+
+
+def open_stream(path: str | os.PathLike[str], flag: str | None = "--output", mode: str = "w") -> Any:
+    """``path`` (a stream: :func:`is_stream`) opened for writing (``mode`` ``"w"``: UTF-8 text, ``"wb"``: bytes).
+    A named pipe is opened only once something reads it, waited for at most :data:`FIFO_READER_WAIT` seconds
+    (opening a FIFO nobody reads blocks for ever; a reader started just after the command is still in time).
+
+    Raises:
+        ValueError: A FIFO that nothing opened for reading in time; the message names ``flag``, the pipe and the fix.
+    """
+    try:
+        fifo = stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        fifo = False
+    encoding = None if "b" in mode else "utf-8"
+    if not fifo:
+        return open(path, mode, encoding=encoding)
+    deadline = time.monotonic() + FIFO_READER_WAIT
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # ENXIO at once while nobody reads
+            break
+        except OSError as err:
+            if err.errno != errno.ENXIO:
+                raise
+            if time.monotonic() >= deadline:
+                named = f"{flag} {str(path)!r}" if flag else repr(str(path))
+                raise ValueError(f"{named} is a named pipe (FIFO) that nothing read within "
+                                 f"{FIFO_READER_WAIT:g} s: start its reader first (e.g. `cat {path} > out.jsonl &`), "
+                                 "or give a file.") from None
+            time.sleep(0.05)
+    os.set_blocking(fd, True)  # from here on a write waits for the reader, as a pipe does
+    return os.fdopen(fd, mode, encoding=encoding)
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[Any]:
     """Open ``path`` for writing (``mode`` ``"w"`` text, ``"wb"`` bytes) so that it appears only complete: a temporary
@@ -195,7 +233,7 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "w") -> Iterator[Any]:
         raise ValueError(f"atomic_open(mode={mode!r}) writes a whole new file: use 'w' or 'wb'.")
     path = Path(path)
     if is_stream(path):
-        with open(path, mode, encoding=None if "b" in mode else "utf-8") as handle:
+        with open_stream(path, None, mode) as handle:  # a FIFO only once it has a reader
             yield handle
         return
     if path.is_dir() and not path.is_symlink():  # os.replace would fail after the work, naming the temporary file

@@ -399,6 +399,36 @@ def test_an_output_fifo_is_written_through_not_replaced(tmp_path, command):
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".pipe")]  # no temporary left beside it
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", ["score", "rank"])
+def test_an_output_fifo_that_nothing_reads_is_refused_before_any_work(tmp_path, monkeypatch, capsys, command):
+    """Opening a FIFO nobody reads blocked for ever: the command waits a moment for a reader (FIFO_READER_WAIT),
+    then ends with one error line, the pipe still a pipe and nothing scored."""
+    import stat
+
+    from ares_rerank.cli import main
+    from ares_rerank.utils import io as io_module
+
+    monkeypatch.setattr(io_module, "FIFO_READER_WAIT", 0.5)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    argv = _argv(command, _inputs(tmp_path), fifo)
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()[-1:]
+    assert "is a named pipe (FIFO) that nothing read within 0.5 s" in line and "start its reader first" in line
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_an_atomic_write_to_a_fifo_that_nothing_reads_is_refused(tmp_path, monkeypatch):
+    from ares_rerank.utils import io as io_module
+
+    monkeypatch.setattr(io_module, "FIFO_READER_WAIT", 0.2)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="named pipe"):
+        io_module.write_atomic(fifo, "{}\n")
+
+
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd (Linux)")
 @pytest.mark.parametrize("command", ["score", "rank"])
 def test_an_output_linked_to_a_redirected_descriptor_is_written_through(tmp_path, command):

@@ -89,8 +89,8 @@ def add_dataclass_arguments(
     parser: argparse.ArgumentParser, cls: type, title: str, exclude: Sequence[str] = ()
 ) -> None:
     """One flag per field of the dataclass ``cls`` (``max_batch`` -> ``--max-batch``), in a group named ``title``,
-    with the field's ``metadata["help"]`` and default; its other metadata (``choices``, ``nargs``) goes to argparse.
-    :func:`dataclass_from_args` builds the instance back."""
+    with the field's ``metadata["help"]`` and default; its other metadata (``choices``, ``nargs``) goes to argparse;
+    a ``bool`` field that defaults to ``False`` is a switch. :func:`dataclass_from_args` builds the instance back."""
     hints = typing.get_type_hints(cls)
     group = parser.add_argument_group(title)
     for field in dataclasses.fields(cls):
@@ -102,6 +102,9 @@ def add_dataclass_arguments(
         if default is dataclasses.MISSING:
             default = None if field.default_factory is dataclasses.MISSING else field.default_factory()
         text = field.metadata.get("help", "").replace("%", "%%")  # argparse %-formats help ("25% fewer" broke it)
+        if kind is bool and default is False:  # a switch (--filter-duplicates), not a flag that takes a value
+            group.add_argument(_flag(field.name), dest=field.name, action="store_true", help=text, **extra)
+            continue
         group.add_argument(_flag(field.name), dest=field.name, type=kind, default=default,
                            help=f"{text} (default: {default})", **extra)
 

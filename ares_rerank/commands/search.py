@@ -33,14 +33,12 @@ from ..utils.io import check_input_file, read_jsonl, record_key
 from . import options
 
 
-#: ``--approach`` choices, as search-and-learn names its approaches.
-APPROACHES = ("best-of-n", "beam-search", "dvts")
 #: ``--method``'s old spellings (deprecated): -> the approach.
 _OLD_METHODS = {"best-of-n": "best-of-n", "beam": "beam-search", "dvts": "dvts"}
 
 
 def register(subparsers: Any) -> None:
-    from ..search import REJECTIONS
+    from ..search.config import SearchConfig
 
     parser = subparsers.add_parser(
         "search", help="Generate with your model step by step, steered by ARES (beam search, DVTS, best-of-N).",
@@ -53,32 +51,11 @@ def register(subparsers: Any) -> None:
                         help="JSONL file of {\"prompt\": ...} records ('-' for standard input).")
     options.add_output_arguments(parser)
     options.add_prompt_key_argument(parser)
-    group = parser.add_argument_group("search")
-    group.add_argument("--approach", default=None, choices=APPROACHES,
-                       help="best-of-n: n candidates written to their end (stopped early with --rejection); "
-                            "beam-search: search-and-learn's beam search; dvts: its diverse verifier tree search. "
-                            "Default: beam-search.")
-    group.add_argument("--method", default=None, choices=list(_OLD_METHODS), help=argparse.SUPPRESS)  # deprecated
-    group.add_argument("--n", type=int, default=8,
-                       help="Candidates per problem (beam: partial solutions per iteration; default: 8).")
-    group.add_argument("--beam-width", type=int, default=4,
-                       help="beam / dvts: expansions per kept beam (m); n // m beams or subtrees (default: 4).")
-    group.add_argument("--num-iterations", type=int, default=40,
-                       help="Steps per candidate at most (beam / dvts: iterations); a candidate still running then "
-                            "is returned cut (default: 40).")
-    group.add_argument("--lookahead", type=int, default=0,
-                       help="beam / dvts: greedy rollout steps before a candidate is scored (default: 0).")
-    group.add_argument("--filter-duplicates", action="store_true",
-                       help="beam: drop beams whose steps repeat another's before keeping the best.")
-    group.add_argument("--sort-completed", action="store_true",
-                       help="beam: return the n best completed candidates, not the first n to complete.")
-    group.add_argument("--rejection", default=None, choices=REJECTIONS,
-                       help="best-of-n: 'hard' stops a candidate at its first step with tau <= --threshold; 'soft' "
-                            "too, but keeps the --keep best of each problem; 'none' (default) writes all to the end.")
-    group.add_argument("--keep", type=int, default=1, help="--rejection soft: candidates each problem keeps (1).")
-    group.add_argument("--generation-seed", type=int, default=0,
-                       help="Seeds MODEL's sampling; batch k of problems takes this plus the index of its first "
-                            "problem (default: 0; --seed seeds ARES's trajectory sampler).")
+    options.add_dataclass_arguments(parser, SearchConfig, "search (SearchConfig fields)")
+    # None until parsed, so the deprecated --method can tell when --approach is given too (_resolve_approach then
+    # sets SearchConfig's default)
+    parser.set_defaults(approach=None)
+    parser.add_argument("--method", default=None, choices=list(_OLD_METHODS), help=argparse.SUPPRESS)  # deprecated
     options.add_aggregate_argument(parser)
     options.add_selection_arguments(parser)
     options.add_generator_arguments(parser)
@@ -98,42 +75,22 @@ def _resolve_approach(args: argparse.Namespace) -> None:
         print(f"ares-rerank search: warning: --method is deprecated: use --approach {args.approach}.",
               file=sys.stderr, flush=True)
     if args.approach is None:
-        args.approach = "beam-search"
+        from ..search.config import SearchConfig
+
+        args.approach = SearchConfig.approach  # the field's default
 
 
-def _check_search_flags(args: argparse.Namespace, config: Any) -> None:
-    """One error line naming the flag for every setting the search cannot take, before any file is read."""
+def _search_config(args: argparse.Namespace, config: Any) -> Any:
+    """The :class:`~ares_rerank.search.config.SearchConfig` of the flags, checked (one error line naming the flag for
+    every setting the search cannot take, before any file is read)."""
+    from ..search.config import SearchConfig
+
     _resolve_approach(args)
-    for value, flag in ((args.n, "--n"), (args.beam_width, "--beam-width"), (args.num_iterations, "--num-iterations"),
-                        (args.keep, "--keep"), (args.batch_size, "--batch-size")):
-        options.positive(value, flag)
-    if args.lookahead < 0:
-        raise ValueError(f"--lookahead={args.lookahead} must be 0 (no rollout) or more.")
-    if args.generation_seed < 0:
-        raise ValueError(f"--generation-seed={args.generation_seed} must be 0 or more.")
-    beam = args.approach in ("beam-search", "dvts")
-    if args.rejection not in (None, "none") and beam:
-        raise ValueError(f"--rejection {args.rejection} applies to --approach best-of-n; beam search and DVTS keep the "
-                         "best candidates by score instead: drop --rejection, or use --approach best-of-n.")
-    if args.keep != 1 and args.rejection != "soft":
-        raise ValueError(f"--keep={args.keep} applies to --rejection soft: add it, or drop --keep.")
-    for flag, given in (("--lookahead", args.lookahead), ("--filter-duplicates", args.filter_duplicates),
-                        ("--sort-completed", args.sort_completed)):
-        only = ("beam-search", "dvts") if flag == "--lookahead" else ("beam-search",)
-        if given and args.approach not in only:
-            raise ValueError(f"{flag} applies to --approach {' or '.join(only)}, not {args.approach}: drop it.")
-    if beam and args.beam_width > args.n:
-        raise ValueError(f"--beam-width={args.beam_width} must be at most --n={args.n} (n // beam-width beams are "
-                         "kept): lower --beam-width or raise --n.")
-    if args.approach == "dvts" and args.n % args.beam_width:
-        raise ValueError(f"--approach dvts: --n={args.n} must be a multiple of --beam-width={args.beam_width} (n // m "
-                         f"subtrees of m expansions), e.g. --n {args.n - args.n % args.beam_width or args.beam_width}.")
-    horizon = args.num_iterations + (args.lookahead if beam else 0)
-    if config.max_steps is not None and horizon > config.max_steps:
-        raise ValueError(f"--num-iterations={args.num_iterations}{f' + --lookahead={args.lookahead}' if beam else ''} "
-                         f"= {horizon} steps exceeds --max-steps={config.max_steps} (the most steps ARES scores in a "
-                         "chain): lower them, or raise --max-steps.")
+    search = options.dataclass_from_args(SearchConfig, args)
+    options.positive(args.batch_size, "--batch-size")
+    search.check_max_steps(config.max_steps)
     options.check_generator_arguments(args)
+    return search
 
 
 def _separator(args: argparse.Namespace) -> str:
@@ -181,8 +138,10 @@ def _record(record: dict[str, Any], result: Any) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
+    from ..rerank.reranker import AresReranker
+
     config = options.config_from_args(args)
-    _check_search_flags(args, config)
+    settings = _search_config(args, config)
     separator = _separator(args)
     matcher = options.answer_fn_from_args(args.answer_fn)
     if args.problems is None:
@@ -204,15 +163,17 @@ def run(args: argparse.Namespace) -> int:
         if done < len(records):
             backbone = options.backbone_from_args(args)
             generator = options.step_generator_from_args(args, separator)
-            horizon = args.num_iterations + (args.lookahead if args.approach in ("beam-search", "dvts") else 0)
-            generator.check_window(generator.render([r[args.prompt_key] for r in records[done:]]), horizon,
+            generator.check_window(generator.render([r[args.prompt_key] for r in records[done:]]), settings.horizon,
                                    "--problems", [f"{args.problems}:{n}" for n in linenos[done:]])
-            search = _searcher(args, backbone, config, separator, matcher, generator)
+            reranker = AresReranker(backbone, config, step_separator=separator, prompt_split=args.prompt_split,
+                                    aggregate=args.aggregate, batch_size=None, show_progress_bar=False,
+                                    selection=args.selection, answer_fn=matcher)
             with tqdm(total=len(records), initial=done, desc=f"search ({args.approach}, n={args.n})", unit="problem",
                       disable=args.no_progress, file=sys.stderr) as bar:
                 for start in range(done, len(records), args.batch_size):
                     batch = records[start:start + args.batch_size]
-                    found = search([r[args.prompt_key] for r in batch], args.generation_seed + start)
+                    found = settings.search(generator, [r[args.prompt_key] for r in batch], reranker,
+                                            seed=args.generation_seed + start)
                     results.append([_record(r, f) for r, f in zip(batch, found)], keys[start:start + len(batch)])
                     for f in found:
                         for name in totals:
@@ -233,28 +194,6 @@ def run(args: argparse.Namespace) -> int:
                  else ""), file=sys.stderr)
         _demo_warning(searched, backbone)
     return 0
-
-
-def _searcher(args: argparse.Namespace, backbone: Any, config: Any, separator: str, matcher: Any,
-              generator: Any) -> Any:
-    """``search(prompts, seed) -> [SearchResult]`` for the method the flags name."""
-    from ..rerank.reranker import AresReranker
-    from ..search import beam_search, dvts, stepwise_best_of_n
-
-    reranker = AresReranker(backbone, config, step_separator=separator, prompt_split=args.prompt_split,
-                            aggregate=args.aggregate, batch_size=None, show_progress_bar=False,
-                            selection=args.selection, answer_fn=matcher)
-    if args.approach == "best-of-n":
-        return lambda prompts, seed: stepwise_best_of_n(
-            generator, prompts, reranker, args.n, rejection=args.rejection or "none", keep=args.keep,
-            num_iterations=args.num_iterations, seed=seed)
-    if args.approach == "dvts":
-        return lambda prompts, seed: dvts(generator, prompts, reranker, args.n, beam_width=args.beam_width,
-                                          num_iterations=args.num_iterations, lookahead=args.lookahead, seed=seed)
-    return lambda prompts, seed: beam_search(
-        generator, prompts, reranker, args.n, beam_width=args.beam_width, num_iterations=args.num_iterations,
-        lookahead=args.lookahead, filter_duplicates=args.filter_duplicates, sort_completed=args.sort_completed,
-        seed=seed)
 
 
 def _demo_warning(searched: list[Any], backbone: Any) -> None:

@@ -7,7 +7,8 @@ backbone call per wave) -> the algorithm keeps, stops or expands partial solutio
 :class:`SearchResult` per prompt, with its cost (:class:`SearchStats`).
 
 Algorithms: :func:`stepwise_best_of_n` (best-of-N with early rejection, or plain), :func:`beam_search` and
-:func:`dvts` (search-and-learn's definitions).
+:func:`dvts` (search-and-learn's definitions); :class:`SearchConfig` holds their settings (``ares-rerank search``'s
+flags) and runs the one it names.
 
 Example:
     >>> from ares_rerank import AresReranker, ClaimTreesOracle
@@ -20,6 +21,7 @@ Example:
 
 from .beams import beam_search, dvts
 from .common import SearchResult, SearchStats
+from .config import APPROACHES, SearchConfig
 from .generators import (
     GeneratedStep,
     PolicyStepGenerator,
@@ -33,9 +35,11 @@ from .rejection import REJECTIONS, stepwise_best_of_n
 
 
 __all__ = [
+    "APPROACHES",
     "REJECTIONS",
     "GeneratedStep",
     "PolicyStepGenerator",
+    "SearchConfig",
     "SearchResult",
     "SearchStats",
     "StepGenerator",

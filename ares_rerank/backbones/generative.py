@@ -14,18 +14,11 @@ mean of ``num_samples`` fresh verdicts, as the families' own code averages them:
 included earlier steps are the previous steps, the judged step is the last: the verifier's input for the chain made
 of the subset, as the discriminative PRM families read it (:mod:`~ares_rerank.backbones.prms.base`).
 
-**Where the model runs** (an *engine*, the one interface the verifiers use; :class:`LocalEngine`,
-:class:`ServedEngine`):
-
-- ``generate(prompt, n, sampling)``: ``n`` sampled continuations of a prompt text (the engine tokenizes it with
-  special tokens, as vLLM's ``/v1/completions`` and sglang do), cut at the first stop string as vLLM cuts
-  (``include_stop_str_in_output`` kept or not); locally ``model.generate`` with the sampling given (top-k 0 and
-  top-p 1 mean off), seeded per call from ``seed``; served, ONE ``/v1/completions`` request with ``n=`` (no
-  ``seed`` is ever sent: a fixed seed would repeat the same samples on every call);
-- ``logprobs(queries, top)``: for token-id contexts and one next token each, that token's log-probability and the
-  top-``top`` ones at that position (raw log-softmax of the logits, as vLLM V1 returns them); locally one forward
-  pass per batch; served, vLLM's ``prompt_logprobs`` on prompts of token ids (the context plus the token), as
-  :mod:`~ares_rerank.backbones.vllm_completions` reads them.
+**Where the model runs**: an *engine* (:mod:`~ares_rerank.backbones.verifier_engines`: :class:`LocalEngine`,
+:class:`ServedEngine` on ``/v1/completions``, :class:`ChatEngine` on ``/v1/chat/completions``), the one interface
+the verifiers use: ``generate(prompt, n, sampling)``, ``logprobs(queries, top)``, ``encode(text)``; a verifier tells
+an engine that sends messages which messages each prompt it renders came from
+(:meth:`GenerativeVerifier.rendered_from`).
 
 **Cost** (:class:`~ares_rerank.backbones.base.SampledVerdicts`, then the chain's certificate): generated tokens per
 pair (every stage of every sample), and requests (served) or model calls (local) per pair; the one call that reads
@@ -37,35 +30,39 @@ verdict parser: a function from the rationale to the text placed after the promp
 (default: the rationale followed by ``verdict_prompt``), the answer read as ``P(yes) / (P(yes) + P(no))`` of the two
 answer tokens.
 
-One module past 500 lines, because the two engines and the verifier base are one interface: every family (and every
-test's recording engine) talks to ``generate`` / ``logprobs`` / ``encode`` only, so the local and the served paths
-cannot drift apart.
+Every family (and every test's recording engine) talks to ``generate`` / ``logprobs`` / ``encode`` only, so the
+local and the served paths cannot drift apart.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..utils.checks import check_positive_int, is_finite_number, is_int
+from ..utils.checks import check_positive_int
 from .base import SampledVerdicts, check_pairs, check_sample_counts
-from .served import (
-    DEFAULT_MAX_RESPONSE_BYTES,
-    JsonClient,
-    ServerResponseError,
-    check_concurrency,
-    finite_number,
-    map_bounded,
-    model_card,
+from .verifier_engines import (
+    ENGINE_APIS,
+    ChatEngine,
+    Generation,
+    LocalEngine,
+    LogprobAnswer,
+    LogprobQuery,
+    Sampling,
+    ServedEngine,
+    cut_at_stop,
+    load_engine,
+    softmax_pair,
 )
 
 
 __all__ = [
+    "ChatEngine",
     "DEFAULT_PROMPT",
+    "ENGINE_APIS",
     "Generation",
     "GenerativeVerifier",
     "LocalEngine",
@@ -85,54 +82,6 @@ DEFAULT_PROMPT = (
     "Is the step to verify correct, given the question and the previous steps? Think it through, then answer."
 )
 NO_PREVIOUS_STEPS = "(none)"
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """How one generation stage samples (vLLM's ``SamplingParams`` names and meanings).
-
-    Attributes:
-        temperature: 0 = greedy (then the verdicts do not vary, and ARES gains nothing from sampling them).
-        top_p: Nucleus mass (1 = off).
-        top_k: Top-k (0 = off; vLLM's -1).
-        max_tokens: Tokens generated at most.
-        stop: Strings that end the generation (at the first one found).
-        include_stop: Keep the stop string at the end of the text (vLLM's ``include_stop_str_in_output``).
-        repetition_penalty: 1 = off.
-    """
-
-    temperature: float = 0.7
-    top_p: float = 1.0
-    top_k: int = 0
-    max_tokens: int = 2048
-    stop: tuple[str, ...] = ()
-    include_stop: bool = False
-    repetition_penalty: float = 1.0
-
-    def __post_init__(self) -> None:
-        if not is_finite_number(self.temperature) or self.temperature < 0:
-            raise ValueError(f"Sampling(temperature={self.temperature!r}) must be a number >= 0, e.g. 0.7.")
-        if not is_finite_number(self.top_p) or not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"Sampling(top_p={self.top_p!r}) must lie in (0, 1] (1 = off), e.g. 0.95.")
-        if not is_int(self.top_k) or self.top_k < 0:
-            raise ValueError(f"Sampling(top_k={self.top_k!r}) must be a whole number >= 0 (0 = off), e.g. 20.")
-        if not is_int(self.max_tokens) or self.max_tokens < 0:
-            raise ValueError(f"Sampling(max_tokens={self.max_tokens!r}) must be a whole number >= 0, e.g. 2048.")
-        if isinstance(self.stop, str) or not all(isinstance(s, str) and s for s in self.stop):
-            raise ValueError(f"Sampling(stop={self.stop!r}) must be a tuple of non-empty strings, e.g. ('</output>',).")
-        if not is_finite_number(self.repetition_penalty) or self.repetition_penalty <= 0:
-            raise ValueError(f"Sampling(repetition_penalty={self.repetition_penalty!r}) must be > 0 (1 = off).")
-        object.__setattr__(self, "stop", tuple(self.stop))
-
-
-@dataclass
-class Generation:
-    """One sampled continuation: its text (cut at the stop string) and the token ids the model generated."""
-
-    text: str
-    token_ids: list[int]
-
-
 @dataclass
 class Verdict:
     """One sampled verdict of a verifier (:meth:`GenerativeVerifier.verify`).
@@ -152,303 +101,6 @@ class Verdict:
     prob: float
     generated_tokens: int = 0
     requests: int = 0
-
-
-@dataclass
-class LogprobQuery:
-    """Read ``token`` after the token ids ``context``: its log-probability and the top ones at that position."""
-
-    context: list[int]
-    token: int
-
-
-@dataclass
-class LogprobAnswer:
-    """``logprob`` of the query's token, and ``top``: token id -> log-probability of the top ones there."""
-
-    logprob: float
-    top: dict[int, float] = field(default_factory=dict)
-
-
-def softmax_pair(yes: float, no: float) -> float:
-    """``exp(yes) / (exp(yes) + exp(no))`` for two log-probabilities, without overflow (0.5 when both are -inf)."""
-    if yes == no:
-        return 0.5
-    diff = yes - no
-    if math.isnan(diff):
-        return 0.5
-    return 1.0 / (1.0 + math.exp(-diff)) if diff >= 0 else math.exp(diff) / (1.0 + math.exp(diff))
-
-
-def cut_at_stop(text: str, stop: Sequence[str], include: bool) -> tuple[str, bool]:
-    """``(text cut at the first stop string, whether one was found)``, as vLLM cuts: the earliest match wins (the
-    longest at one place), kept with ``include``."""
-    best = None
-    for s in stop:
-        i = text.find(s)
-        if i >= 0 and (best is None or i < best[0] or (i == best[0] and len(s) > len(best[1]))):
-            best = (i, s)
-    if best is None:
-        return text, False
-    i, s = best
-    return (text[: i + len(s)] if include else text[:i]), True
-
-
-# -- engines ----------------------------------------------------------------------------------------------------------
-class LocalEngine:
-    """A transformers causal LM as the verifier's engine (see the module docstring).
-
-    Args:
-        model: A loaded causal LM (eval mode).
-        tokenizer: Its tokenizer.
-        seed: Seeds the sampler: the ``c``-th ``generate`` call of this engine samples under seed ``(seed, c)``, so a
-            run is reproducible and no two calls repeat each other's draws (reads of log-probabilities draw nothing
-            and do not move it).
-        batch_size: Sequences per forward pass when reading log-probabilities.
-    """
-
-    def __init__(self, model: Any, tokenizer: Any, *, seed: int = 0, batch_size: int = 8) -> None:
-        if not is_int(seed) or seed < 0:
-            raise ValueError(f"seed={seed!r} must be a whole number >= 0.")
-        check_positive_int(batch_size, "batch_size", 8)
-        self.model, self.tokenizer = model, tokenizer
-        self.seed, self.calls, self.draws, self.batch_size = int(seed), 0, 0, batch_size
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        self.pad_id = int(pad) if pad is not None else 0
-
-    @property
-    def device(self) -> Any:
-        return next(self.model.parameters()).device
-
-    def encode(self, text: str) -> list[int]:
-        """The ids an engine reads for a prompt text: the tokenizer's, special tokens included (vLLM, sglang)."""
-        return list(self.tokenizer.encode(text))
-
-    def generate(self, prompt: str, n: int, sampling: Sampling) -> list[Generation]:
-        """``n`` sampled continuations of ``prompt`` in one ``generate`` call (the prompt's states shared)."""
-        import torch
-
-        ids = self.encode(prompt)
-        if sampling.max_tokens == 0:
-            return [Generation("", []) for _ in range(n)]
-        kwargs: dict[str, Any] = {"max_new_tokens": sampling.max_tokens, "num_return_sequences": n,
-                                  "pad_token_id": self.pad_id, "repetition_penalty": sampling.repetition_penalty}
-        if sampling.temperature > 0:
-            kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
-        else:
-            kwargs.update(do_sample=False, num_beams=1)
-        if sampling.stop:
-            kwargs.update(stop_strings=list(sampling.stop), tokenizer=self.tokenizer)
-        eos = self.model.generation_config.eos_token_id if getattr(self.model, "generation_config", None) else None
-        eos = {eos} if isinstance(eos, int) else set(eos or []) | ({self.tokenizer.eos_token_id} - {None})
-        tensor = torch.tensor([ids], device=self.device)
-        self.calls += 1
-        self.draws += 1
-        with torch.random.fork_rng(devices=[] if tensor.device.type == "cpu" else [tensor.device]):
-            torch.manual_seed(hash((self.seed, self.draws)) % 2**63)
-            with torch.inference_mode():
-                out = self.model.generate(input_ids=tensor, attention_mask=torch.ones_like(tensor), **kwargs)
-        generations = []
-        for row in out[:, len(ids):].tolist():
-            end = next((i + 1 for i, t in enumerate(row) if t in eos), len(row))  # the eos ends it (kept, as vLLM)
-            row = row[:end]
-            text = self.tokenizer.decode(row, skip_special_tokens=True)
-            text, _ = cut_at_stop(text, sampling.stop, sampling.include_stop)
-            generations.append(Generation(text, row))
-        return generations
-
-    def logprobs(self, queries: Sequence[LogprobQuery], top: int = 20) -> list[LogprobAnswer]:
-        """Each query's token log-probability after its context (log-softmax of the logits) and the top ``top``."""
-        import torch
-
-        out: list[LogprobAnswer | None] = [None] * len(queries)
-        order = sorted(range(len(queries)), key=lambda i: len(queries[i].context))
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
-            width = max(len(queries[i].context) for i in batch)
-            ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
-            mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, i in enumerate(batch):  # right padding: a causal model's real positions never see it
-                context = queries[i].context
-                ids[row, : len(context)] = torch.tensor(context)
-                mask[row, : len(context)] = 1
-            with torch.inference_mode():
-                logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
-            self.calls += 1
-            for row, i in enumerate(batch):
-                logp = torch.log_softmax(logits[row, len(queries[i].context) - 1].float(), dim=-1)
-                values, index = torch.topk(logp, min(top, logp.numel())) if top else (logp[:0], logp[:0].long())
-                out[i] = LogprobAnswer(float(logp[queries[i].token]), dict(zip(index.tolist(), values.tolist())))
-        return out  # type: ignore[return-value]
-
-    def __repr__(self) -> str:
-        return f"LocalEngine({type(self.model).__name__}, seed={self.seed})"
-
-
-class ServedEngine:
-    """An OpenAI-compatible server (vLLM) as the verifier's engine (see the module docstring).
-
-    Args:
-        base_url: The server, e.g. ``"http://127.0.0.1:8000"``.
-        tokenizer: The served model's tokenizer (object): read positions and verdict tokens are found in its ids.
-        model: The served model name; ``None`` takes the first one ``/v1/models`` lists (on first use).
-        batch_size: Prompts per log-probability request.
-        concurrency: Requests in flight at once (log-probability requests).
-        timeout, max_retries, backoff, api_key, total_timeout, max_response_bytes: See
-            :class:`~ares_rerank.utils.http.JsonClient` (a rationale takes long: 600 s per attempt by default).
-        extra_body: Extra request fields for every request (e.g. vLLM's ``{"min_p": 0.05}``); never ``seed``.
-    """
-
-    def __init__(self, base_url: str, tokenizer: Any, model: str | None = None, *, batch_size: int = 64,
-                 concurrency: int = 4, timeout: float = 600.0, max_retries: int = 3, backoff: float = 0.5,
-                 api_key: str | None = None, total_timeout: float = 1800.0,
-                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES, extra_body: dict[str, Any] | None = None,
-                 ) -> None:
-        check_positive_int(batch_size, "batch_size", 64)
-        check_concurrency(concurrency, 4)
-        if tokenizer is None or not callable(getattr(tokenizer, "encode", None)):
-            raise ValueError("a served generative verifier needs tokenizer=: the served model's tokenizer (a folder, "
-                             "a hub id or a tokenizer object), so verdict tokens and read positions are found in its "
-                             "ids.")
-        extra = dict(extra_body or {})
-        if "seed" in extra:
-            raise ValueError("extra_body={'seed': ...}: a fixed seed makes every request draw the same samples, so "
-                             "verdicts would repeat across trajectories and the guarantee would not hold; drop it.")
-        self.client = JsonClient(base_url, timeout=timeout, max_retries=max_retries, backoff=backoff, api_key=api_key,
-                                 total_timeout=total_timeout, max_response_bytes=max_response_bytes)
-        self.tokenizer, self.model = tokenizer, model
-        self.batch_size, self.concurrency, self.extra_body = batch_size, concurrency, extra
-        self.calls = 0
-
-    def _resolve(self) -> None:
-        if self.model is None:
-            self.model = model_card(self.client, None, "pass model='<served name>'.")["id"]
-
-    def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text))
-
-    def generate(self, prompt: str, n: int, sampling: Sampling) -> list[Generation]:
-        """ONE ``/v1/completions`` request with ``n=``: the samples of one prompt together (prefix caching pays)."""
-        self._resolve()
-        if sampling.max_tokens == 0:
-            return [Generation("", []) for _ in range(n)]
-        body: dict[str, Any] = {"model": self.model, "prompt": prompt, "n": n, "max_tokens": sampling.max_tokens,
-                                "temperature": sampling.temperature, "top_p": sampling.top_p,
-                                "logprobs": 0, "return_tokens_as_token_ids": True}
-        if sampling.stop:
-            body.update(stop=list(sampling.stop), include_stop_str_in_output=sampling.include_stop)
-        if sampling.top_k:
-            body["top_k"] = sampling.top_k
-        if sampling.repetition_penalty != 1.0:
-            body["repetition_penalty"] = sampling.repetition_penalty
-        body.update(self.extra_body)
-        answer = self.client.post("/v1/completions", body)
-        self.calls += 1
-        url = self.client.root + "/v1/completions"
-        choices = answer.get("choices") if isinstance(answer, dict) else None
-        if not isinstance(choices, list) or len(choices) != n or not all(isinstance(c, dict) for c in choices):
-            got = len(choices) if isinstance(choices, list) else "no"
-            raise ServerResponseError(f"{url} answered {got} choices for n={n} ({str(answer)[:200]}): is this an "
-                                      "OpenAI-compatible /v1/completions (vLLM)?", url)
-        if all(isinstance(c.get("index"), int) for c in choices):
-            choices = sorted(choices, key=lambda c: c["index"])
-        out = []
-        for choice in choices:
-            text = choice.get("text")
-            if not isinstance(text, str):
-                raise ServerResponseError(f"{url} answered a choice without text: {str(choice)[:200]}", url)
-            text, _ = cut_at_stop(text, sampling.stop, sampling.include_stop)  # a server that ignores stop= too
-            out.append(Generation(text, self._token_ids(choice, text)))
-        return out
-
-    def _token_ids(self, choice: dict[str, Any], text: str) -> list[int]:
-        """The generated ids: vLLM's ``"token_id:<id>"`` tokens (``return_tokens_as_token_ids``), else the text's."""
-        logprobs = choice.get("logprobs")
-        tokens = logprobs.get("tokens") if isinstance(logprobs, dict) else None
-        if isinstance(tokens, list) and tokens and all(isinstance(t, str) and t.startswith("token_id:")
-                                                        for t in tokens):
-            try:
-                return [int(t[len("token_id:"):]) for t in tokens]
-            except ValueError:
-                pass
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
-
-    def logprobs(self, queries: Sequence[LogprobQuery], top: int = 20) -> list[LogprobAnswer]:
-        """``prompt_logprobs=top`` on prompts of token ids (context + token), ``batch_size`` prompts a request."""
-        self._resolve()
-        prompts = [list(q.context) + [q.token] for q in queries]
-        batches = [list(range(s, min(s + self.batch_size, len(prompts)))) for s in range(0, len(prompts),
-                                                                                          self.batch_size)]
-        answers = map_bounded(lambda idx: self._logprob_request([prompts[i] for i in idx], top), batches,
-                              self.concurrency)
-        self.calls += len(batches)
-        return [a for batch in answers for a in batch]
-
-    def _logprob_request(self, prompts: list[list[int]], top: int) -> list[LogprobAnswer]:
-        body = {"model": self.model, "prompt": prompts, "max_tokens": 1, "temperature": 0.0,
-                "prompt_logprobs": top, **{k: v for k, v in self.extra_body.items() if k != "n"}}
-        answer = self.client.post("/v1/completions", body)
-        url = self.client.root + "/v1/completions"
-        choices = answer.get("choices") if isinstance(answer, dict) else None
-        if not isinstance(choices, list) or len(choices) != len(prompts):
-            got = len(choices) if isinstance(choices, list) else "no"
-            raise ServerResponseError(f"{url} answered {got} choices for {len(prompts)} prompts "
-                                      f"({str(answer)[:200]}): is this vLLM's /v1/completions?", url)
-        if all(isinstance(c, dict) and isinstance(c.get("index"), int) for c in choices):
-            choices = sorted(choices, key=lambda c: c["index"])
-        out = []
-        for choice, prompt in zip(choices, prompts):
-            rows = choice.get("prompt_logprobs") if isinstance(choice, dict) else None
-            last = rows[-1] if isinstance(rows, list) and len(rows) == len(prompt) else None
-            table: dict[int, float] = {}
-            for key, entry in (last.items() if isinstance(last, dict) else []):
-                value = finite_number(entry.get("logprob")) if isinstance(entry, dict) else None
-                if value is None or value > 1e-6 or not str(key).lstrip("-").isdigit():
-                    raise ServerResponseError(f"{url} returned the prompt log-probability entry {str(key)[:30]!r}: "
-                                              f"{str(entry)[:100]}, not a finite number <= 0 keyed by token id.", url)
-                table[int(key)] = min(value, 0.0)
-            if prompt[-1] not in table:
-                raise ServerResponseError(
-                    f"{url} returned no prompt log-probability of token {prompt[-1]} at the last of {len(prompt)} "
-                    f"positions ({str(choice)[:200]}): serve the model with vLLM >= 0.5.5, which answers "
-                    "\"prompt_logprobs\" with one entry per prompt token.", url)
-            own = table[prompt[-1]]
-            ranked = sorted(table.items(), key=lambda kv: -kv[1])[:top]
-            out.append(LogprobAnswer(own, dict(ranked)))
-        return out
-
-    def __repr__(self) -> str:
-        return f"ServedEngine({self.client.root!r}, model={self.model!r})"
-
-
-def load_engine(name_or_path: str | Path, *, tokenizer: Any = None, model: str | None = None, seed: int = 0,
-                device: Any = "auto", dtype: Any = "auto", trust_remote_code: bool = False,
-                engine_kwargs: dict[str, Any] | None = None, **hub: Any) -> Any:
-    """The engine a verifier's ``from_pretrained`` runs on: a :class:`ServedEngine` for an ``http(s)://`` URL (its
-    ``tokenizer=`` a folder, hub id or object, required), else a :class:`LocalEngine` on the causal LM loaded from
-    the folder or hub id (``device``, ``dtype``, ``trust_remote_code`` and hub options as every backbone takes)."""
-    name = str(name_or_path)
-    engine_kwargs = dict(engine_kwargs or {})
-    if name.startswith(("http://", "https://")):
-        if hub:
-            raise TypeError(f"a served verifier takes no {sorted(hub)} (they are for loading a local model).")
-        if tokenizer is None:
-            raise ValueError(f"{name!r} is a server: pass tokenizer= (the served model's folder, hub id or tokenizer "
-                             "object), so verdict tokens and read positions are found in its ids.")
-        if isinstance(tokenizer, (str, Path)):
-            from transformers import AutoTokenizer
-
-            from .hub import check_model_files
-
-            check_model_files(tokenizer)
-            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer), trust_remote_code=trust_remote_code)
-        return ServedEngine(name, tokenizer, model, **engine_kwargs)
-    from .hub import load_model_and_tokenizer
-
-    loaded, loaded_tokenizer, _ = load_model_and_tokenizer(name_or_path, "AutoModelForCausalLM", device=device,
-                                                           dtype=dtype, trust_remote_code=trust_remote_code,
-                                                           calibrated=False, **hub)
-    return LocalEngine(loaded, tokenizer or loaded_tokenizer, seed=seed, **engine_kwargs)
 
 
 # -- the verifier -----------------------------------------------------------------------------------------------------
@@ -545,14 +197,15 @@ class GenerativeVerifier:
                         seed: int = 0, device: Any = "auto", dtype: Any = "auto", trust_remote_code: bool = False,
                         engine_kwargs: dict[str, Any] | None = None, revision: str | None = None,
                         token: str | bool | None = None, cache_dir: str | Path | None = None,
-                        local_files_only: bool = False, **kwargs: Any) -> GenerativeVerifier:
+                        local_files_only: bool = False, api: str = "completions",
+                        **kwargs: Any) -> GenerativeVerifier:
         """``load_backbone(name_or_path, kind=...)``: a local causal LM (folder or hub id), or a server URL with
-        ``tokenizer=`` (:func:`load_engine`); ``kwargs`` go to the constructor."""
+        ``tokenizer=`` and ``api=`` (:func:`load_engine`); ``kwargs`` go to the constructor."""
         hub = {k: v for k, v in (("revision", revision), ("token", token), ("cache_dir", cache_dir)) if v is not None}
         if local_files_only:
             hub["local_files_only"] = True
         engine = load_engine(name_or_path, tokenizer=tokenizer, model=model, seed=seed, device=device, dtype=dtype,
-                             trust_remote_code=trust_remote_code, engine_kwargs=engine_kwargs, **hub)
+                             trust_remote_code=trust_remote_code, engine_kwargs=engine_kwargs, api=api, **hub)
         verifier = cls(engine, **kwargs)
         verifier.source = str(name_or_path)
         return verifier
@@ -587,7 +240,15 @@ class GenerativeVerifier:
     def chat_prompt(self, user_text: str) -> str:
         messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         messages.append({"role": "user", "content": user_text})
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return self.rendered_from(messages, self.tokenizer.apply_chat_template(messages, tokenize=False,
+                                                                               add_generation_prompt=True))
+
+    def rendered_from(self, messages: list[dict[str, str]], text: str) -> str:
+        """``text``, after telling an engine that sends messages (``api="chat"``) that it renders ``messages``."""
+        remember = getattr(self.engine, "remember_chat", None)
+        if remember is not None:
+            remember(text, messages)
+        return text
 
     def next_token_read(self, sample: PendingVerdict, text: str, yes: int, no: int) -> None:
         """Read ``P(yes) / (P(yes) + P(no))`` after the prompt text ``text`` (tokenized as the engine tokenizes)."""

@@ -1,6 +1,8 @@
 """A served generative verifier against the local one: a fake OpenAI-compatible server answering in vLLM's schema
 (``/v1/models``; ``/v1/completions`` with ``n=`` samples, ``return_tokens_as_token_ids`` tokens, and
-``prompt_logprobs`` on token-id prompts), backed by the same mirror model, equals the local family within 1e-5.
+``prompt_logprobs`` on token-id prompts; ``/v1/chat/completions`` with ``n=``, ``continue_final_message`` /
+``add_generation_prompt`` / ``add_special_tokens`` rendered by the tokenizer's chat template, ``return_token_ids``
+and ``prompt_logprobs``), backed by the same mirror model, equals the local family within 1e-5 on either endpoint.
 
 The fake samples with its own :class:`LocalEngine` seeded as the local verifier's is, so both draw the same
 rationales (asserted), and it computes prompt log-probabilities with the mirror's forward pass, as vLLM does.
@@ -8,6 +10,7 @@ rationales (asserted), and it computes prompt log-probabilities with the mirror'
 
 from __future__ import annotations
 
+import copy
 import threading
 
 import pytest
@@ -15,6 +18,7 @@ import torch
 
 from ares_rerank import load_backbone
 from ares_rerank.backbones.generative import LocalEngine, Sampling, ServedEngine
+from ares_rerank.backbones.verifier_engines import ChatEngine
 from ares_rerank.backbones.served import ServerResponseError
 from fake_servers import FakeServer, Reply
 from verifier_mirrors import genprm_mirror, rprm_mirror, thinkprm_mirror
@@ -47,6 +51,8 @@ class VLLMLike:
         if path == "/v1/models":
             return Reply({"object": "list", "data": [{"id": "mirror", "object": "model", "max_model_len": 4096}]})
         with self.lock:
+            if path == "/v1/chat/completions":
+                return Reply(self.chat(payload))
             if "prompt_logprobs" in payload:
                 return Reply({"choices": [self.prompt_logprobs(p, payload["prompt_logprobs"], i)
                                           for i, p in enumerate(payload["prompt"])]})
@@ -65,6 +71,39 @@ class VLLMLike:
                                            "decoded_token": self.tokenizer.decode([ids[i]])})
             table.append(entry)
         return {"index": index, "text": "", "prompt_logprobs": table, "finish_reason": "length"}
+
+    def chat(self, payload):
+        """vLLM's chat route: the messages rendered by the tokenizer's template, tokenized, then sampled or read."""
+        assert "seed" not in payload
+        generation_prompt = payload.get("add_generation_prompt", True)
+        continued = payload.get("continue_final_message", False)
+        assert not (generation_prompt and continued)  # vLLM refuses both
+        text = self.tokenizer.apply_chat_template(payload["messages"], tokenize=False,
+                                                  add_generation_prompt=generation_prompt,
+                                                  continue_final_message=continued)
+        ids = self.tokenizer.encode(text, add_special_tokens=payload.get("add_special_tokens", False))
+        body = {"id": "chatcmpl", "object": "chat.completion", "model": "mirror"}
+        if payload.get("return_token_ids") and self.token_ids:
+            body["prompt_token_ids"] = ids
+        if payload.get("prompt_logprobs") is not None:
+            if self.prompt_logprobs_on_chat:
+                body["prompt_logprobs"] = self.prompt_logprobs(ids, payload["prompt_logprobs"], 0)["prompt_logprobs"]
+            body["choices"] = [{"index": 0, "message": {"role": "assistant", "content": ""},
+                                "finish_reason": "length"}]
+            return body
+        self.engine.encode = lambda _text: list(ids)  # sample from the ids this server rendered
+        gens = self.completions({**payload, "prompt": text})["choices"]
+        body["choices"] = [{"index": c["index"], "message": {"role": "assistant", "content": c["text"]},
+                            "finish_reason": "stop",
+                            "logprobs": {"content": [{"token": t, "logprob": 0.0, "top_logprobs": []}
+                                                     for t in c["logprobs"]["tokens"]]},
+                            **({"token_ids": [int(t[9:]) for t in c["logprobs"]["tokens"]]}
+                               if payload.get("return_token_ids") and self.token_ids else {})}
+                           for c in gens]
+        return body
+
+    token_ids = True  # answer return_token_ids (vLLM's prompt_token_ids / token_ids)
+    prompt_logprobs_on_chat = True
 
     def completions(self, payload):
         assert "seed" not in payload  # a fixed seed would repeat the samples on every call
@@ -123,3 +162,82 @@ def test_served_engine_names_a_server_without_prompt_logprobs(tmp_path):
 
         with pytest.raises(ServerResponseError, match="prompt_logprobs"):
             engine.logprobs([LogprobQuery([1, 2], 3)])
+
+
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def chat_pair(tmp_path, kind, **options):
+    """The local family and its served twin on the fake's /v1/chat/completions (R-PRM's tokenizer given ChatML)."""
+    path = MIRRORS[kind](tmp_path / kind)
+    local = load_backbone(path, kind=kind, seed=SEED, device="cpu", **SMALL[kind], **options)
+    if kind == "prm-rprm":
+        local.tokenizer.chat_template = CHATML  # Qwen2.5's template is ChatML (the mirror's tokenizer has none)
+    return local
+
+
+@pytest.mark.parametrize("kind", sorted(MIRRORS))
+def test_served_chat_family_equals_the_local_family(tmp_path, kind):
+    local = chat_pair(tmp_path, kind)
+    with FakeServer(VLLMLike(local.engine.model, local.tokenizer)) as server:
+        served = load_backbone(server.url, kind=kind, tokenizer=local.tokenizer, api="chat", **SMALL[kind])
+        assert isinstance(served.engine, ChatEngine)
+        remote = served.verify(QUESTION, STEPS, n=3)
+        bodies = [body for _, route, body in server.requests if route == "/v1/chat/completions"]
+    here = local.verify(QUESTION, STEPS, n=3)
+    assert [v.rationale for v in remote] == [v.rationale for v in here]  # the same samples drawn
+    assert [v.verdict_text for v in remote] == [v.verdict_text for v in here]
+    assert [v.prob for v in remote] == pytest.approx([v.prob for v in here], abs=1e-5)
+    assert bodies[0]["n"] == 3 and bodies[0]["continue_final_message"] is True  # one input's samples together
+    assert all(b["add_generation_prompt"] is False for b in bodies)
+    assert sum(v.requests for v in remote) == len(bodies)  # every request counted
+    assert sum(v.generated_tokens for v in remote) == sum(v.generated_tokens for v in here)
+
+
+def test_served_chat_generative_kind_equals_local(tmp_path):
+    path = genprm_mirror(tmp_path / "mirror")
+    options = {"prompt": "Q: {question}\nBefore: {previous_steps}\nCheck: {step}", "num_samples": 2,
+               "sampling": Sampling(temperature=1.0, max_tokens=12)}
+    local = load_backbone(path, kind="generative", seed=SEED, device="cpu", **options)
+    with FakeServer(VLLMLike(local.engine.model, local.tokenizer)) as server:
+        served = load_backbone(server.url, kind="generative", tokenizer=local.tokenizer, api="chat", **options)
+        remote = served.sample_verdicts([QUESTION + STEPS[:1]], [STEPS[1]], [3], num_base=[2])
+    here = local.sample_verdicts([QUESTION + STEPS[:1]], [STEPS[1]], [3], num_base=[2])
+    assert remote.probs[0].tolist() == pytest.approx(here.probs[0].tolist(), abs=1e-5)
+    assert remote.generated_tokens == here.generated_tokens
+
+
+def test_served_chat_refuses_what_it_cannot_send_or_read(tmp_path):
+    local = chat_pair(tmp_path, "prm-thinkprm")
+    with pytest.raises(ValueError, match="api='completions'"):  # a tokenizer without a chat template
+        load_backbone("http://127.0.0.1:9", kind="prm-rprm", tokenizer=rprm_mirror(tmp_path / "r"), api="chat")
+    with pytest.raises(ValueError, match="api="):
+        load_backbone("http://127.0.0.1:9", kind="prm-rprm", tokenizer=local.tokenizer, api="chats")
+    with pytest.raises(ValueError, match="server URL"):
+        load_backbone(tmp_path / "prm-thinkprm", kind="prm-thinkprm", api="chat", device="cpu")
+    fake = VLLMLike(local.engine.model, local.tokenizer)
+    with FakeServer(fake) as server:
+        plain = load_backbone(server.url, kind="generative", tokenizer=local.tokenizer, api="chat",
+                              use_chat_template=False, prompt="{question} {step}")
+        with pytest.raises(ValueError, match="not rendered from chat messages.*api='completions'"):
+            plain.verify(QUESTION, STEPS, n=1)
+        served = load_backbone(server.url, kind="prm-thinkprm", tokenizer=local.tokenizer, api="chat",
+                               **SMALL["prm-thinkprm"])
+        fake.prompt_logprobs_on_chat = False
+        with pytest.raises(ServerResponseError, match="without prompt_logprobs"):
+            served.verify(QUESTION, STEPS, n=1)
+        fake.token_ids = False
+        with pytest.raises(ServerResponseError, match="return_token_ids"):
+            served.verify(QUESTION, STEPS, n=1)
+
+
+def test_served_chat_refuses_a_server_whose_template_differs(tmp_path):
+    local = chat_pair(tmp_path, "prm-thinkprm")
+    other = copy.deepcopy(local.tokenizer)
+    other.chat_template = other.chat_template.replace("<｜User｜>", "<｜User｜>Hi. ")
+    with FakeServer(VLLMLike(local.engine.model, other)) as server:
+        served = load_backbone(server.url, kind="prm-thinkprm", tokenizer=local.tokenizer, api="chat",
+                               **SMALL["prm-thinkprm"])
+        with pytest.raises(ServerResponseError, match="chat template differs"):
+            served.verify(QUESTION, STEPS, n=1)

@@ -94,14 +94,14 @@ class GenPRM(GenerativeVerifier):
         return out
 
     def render(self, base_claims: Sequence[str], steps: Sequence[str]) -> str:
-        prompt = self.tokenizer.apply_chat_template(self.messages(base_claims, steps), tokenize=False,
-                                                    add_generation_prompt=False)
+        messages = self.messages(base_claims, steps)
+        prompt = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
         eos = self.tokenizer.eos_token or ""
         if eos and prompt.endswith(f"{eos}\n"):
             prompt = prompt[: -len(f"{eos}\n")]
         elif eos and prompt.endswith(eos):
             prompt = prompt[: -len(eos)]
-        return prompt
+        return self.rendered_from(messages, prompt)
 
     def sample(self, base_claims: Sequence[str], steps: Sequence[str], n: int) -> list[PendingVerdict]:
         prompt = self.render(base_claims, steps)

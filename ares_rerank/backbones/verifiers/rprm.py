@@ -49,6 +49,8 @@ RPRM_PROMPT = (
     "(Yes/No)? X\", where X is either Yes or No.\n\nQuestion: {}\nPrevious Steps: {}\nNow Step: {}\nPlease carefully "
     "analyze the correctness of the Now Step.\nReply: <|im_end|>\\n<|im_start|>assistant\\n"
 )
+CHATML_SYSTEM = "You are a helpful assistant."
+CHATML_HEAD = f"<|im_start|>system\n{CHATML_SYSTEM}<|im_end|>\n<|im_start|>user\n"  # how RPRM_PROMPT begins
 NO_PREVIOUS = "Since the Now Step is the first step, there are no Previous Steps."
 MARKER = "Is the step correct (Yes/No)?"
 FALLBACK = "\nBased on your analysis. Is the answer correct (Yes/No)?"
@@ -86,11 +88,17 @@ class RPRM(GenerativeVerifier):
     def render(self, base_claims: Sequence[str], steps: Sequence[str]) -> str:
         """The generation prompt (with the published bracket words replaced)."""
         prompt = RPRM_PROMPT.format(*self.fields(base_claims, steps))
-        return prompt.replace("left-brackets", "{").replace("right-brackets", "}")
+        return self.chatml(prompt.replace("left-brackets", "{").replace("right-brackets", "}"))
+
+    def chatml(self, text: str) -> str:
+        """``text`` (the published prompt, ChatML written out), told to a chat engine as its system and user turns:
+        a ChatML template continuing the user turn renders it back exactly (the literal backslash-n included)."""
+        return self.rendered_from([{"role": "system", "content": CHATML_SYSTEM},
+                                   {"role": "user", "content": text[len(CHATML_HEAD):]}], text)
 
     def sample(self, base_claims: Sequence[str], steps: Sequence[str], n: int) -> list[PendingVerdict]:
         prompt = self.render(base_claims, steps)
-        scoring = RPRM_PROMPT.format(*self.fields(base_claims, steps))  # the reader formats it anew, no replacement
+        scoring = self.chatml(RPRM_PROMPT.format(*self.fields(base_claims, steps)))  # formatted anew, as published
         samples = []
         for k, gen in enumerate(self.engine.generate(prompt, n, self.sampling)):
             response = split_text(gen.text.strip().strip("\\").strip("\\n").strip())

@@ -88,9 +88,9 @@ class ThinkPRM(GenerativeVerifier):
     def render(self, base_claims: Sequence[str], steps: Sequence[str]) -> str:
         user = (THINKPRM_TEMPLATE.replace("{problem}", self.question(base_claims))
                 .replace("{solution}", self.solution(steps)).replace("{_instruction}", self.instruction))
-        chat = self.tokenizer.apply_chat_template([{"role": "user", "content": user}], tokenize=False,
-                                                  add_generation_prompt=True)
-        return chat + "\nLet's verify step by step:"
+        messages = [{"role": "user", "content": user}]
+        chat = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return self.rendered_from(messages, chat) + "\nLet's verify step by step:"
 
     def stops(self, prompt: str) -> tuple[str, ...]:
         """The published stop patterns for this prompt."""

@@ -1,0 +1,602 @@
+"""Where a generative verifier's model runs (:mod:`~ares_rerank.backbones.generative`): the *engines*, the one
+interface every verifier family talks to (``generate`` / ``logprobs`` / ``encode``), so the local and the served
+paths cannot drift apart.
+
+- ``generate(prompt, n, sampling)``: ``n`` sampled continuations of a prompt text (the engine tokenizes it with
+  special tokens, as vLLM's ``/v1/completions`` and sglang do), cut at the first stop string as vLLM cuts
+  (``include_stop_str_in_output`` kept or not); locally (:class:`LocalEngine`) ``model.generate`` with the sampling
+  given (top-k 0 and top-p 1 mean off), seeded per call from ``seed``; served, ONE request with ``n=`` (no ``seed``
+  is ever sent: a fixed seed would repeat the same samples on every call);
+- ``logprobs(queries, top)``: for token-id contexts and one next token each, that token's log-probability and the
+  top-``top`` ones at that position (raw log-softmax of the logits, as vLLM V1 returns them); locally one forward
+  pass per batch; on ``/v1/completions`` (:class:`ServedEngine`), vLLM's ``prompt_logprobs`` on prompts of token
+  ids (the context plus the token), as :mod:`~ares_rerank.backbones.vllm_completions` reads them.
+
+**On ``/v1/chat/completions``** (:class:`ChatEngine`, ``api="chat"``). The verifiers render their prompts as text
+(the tokenizer's chat template applied, then text appended: ThinkPRM's ``"\\nLet's verify step by step:"``, a
+rationale, a verdict prompt); a chat endpoint takes messages and renders them with the served model's template. So a
+prompt text is sent as the messages it was rendered from (the verifier tells the engine:
+:meth:`ChatEngine.remember_chat`), the text past them as a continued final message (``continue_final_message=True``,
+``add_generation_prompt=False``): the last message continued or a new assistant turn, whichever the tokenizer's
+template renders back to exactly the same text. A text no such messages render (a prompt written without a chat
+template, such as ``use_chat_template=False``, or R-PRM's literal ChatML on a tokenizer without a ChatML template) is
+refused, naming ``api="completions"``. Generation is ONE request per input with ``n=``, ``add_special_tokens=True``
+(the ids ``encode`` gives, as ``/v1/completions`` tokenizes) and ``return_token_ids=True``; a verdict read is a
+second request that scores it: the context and the token decoded to text (refused when the text does not encode
+back to the same ids), sent as messages with ``max_tokens=1`` and ``prompt_logprobs`` (one read a request, as a chat
+request holds one conversation; ``concurrency`` in flight).
+
+What a chat server must answer (vLLM's chat schema; anything else is refused naming the feature):
+``continue_final_message`` / ``add_generation_prompt`` / ``add_special_tokens`` (vLLM's chat extra parameters);
+``prompt_token_ids`` (``return_token_ids``), compared with the tokenizer's ids of the text, so a server whose chat
+template differs from the tokenizer's is refused instead of scoring another input; ``choices[i].token_ids`` (or
+``"token_id:<id>"`` tokens in ``logprobs.content``) for the generated ids; ``prompt_logprobs`` on reads (one entry
+per prompt token). An OpenAI-style server without them (OpenAI's own API) cannot give the verdict's
+log-probability on a given text: use a vLLM server.
+
+One module past 500 lines, because the three engines are one interface (the chat engine is the completions engine
+with another request shape) and :func:`load_engine` picks among them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..utils.checks import check_positive_int, is_finite_number, is_int
+from .served import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    JsonClient,
+    ServerResponseError,
+    check_concurrency,
+    finite_number,
+    map_bounded,
+    model_card,
+)
+
+
+__all__ = [
+    "ENGINE_APIS",
+    "ChatEngine",
+    "Generation",
+    "LocalEngine",
+    "LogprobAnswer",
+    "LogprobQuery",
+    "Sampling",
+    "ServedEngine",
+    "cut_at_stop",
+    "load_engine",
+    "softmax_pair",
+]
+
+#: A served verifier's endpoint (``api=``): vLLM's ``/v1/completions`` or ``/v1/chat/completions``.
+ENGINE_APIS = ("completions", "chat")
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How one generation stage samples (vLLM's ``SamplingParams`` names and meanings).
+
+    Attributes:
+        temperature: 0 = greedy (then the verdicts do not vary, and ARES gains nothing from sampling them).
+        top_p: Nucleus mass (1 = off).
+        top_k: Top-k (0 = off; vLLM's -1).
+        max_tokens: Tokens generated at most.
+        stop: Strings that end the generation (at the first one found).
+        include_stop: Keep the stop string at the end of the text (vLLM's ``include_stop_str_in_output``).
+        repetition_penalty: 1 = off.
+    """
+
+    temperature: float = 0.7
+    top_p: float = 1.0
+    top_k: int = 0
+    max_tokens: int = 2048
+    stop: tuple[str, ...] = ()
+    include_stop: bool = False
+    repetition_penalty: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not is_finite_number(self.temperature) or self.temperature < 0:
+            raise ValueError(f"Sampling(temperature={self.temperature!r}) must be a number >= 0, e.g. 0.7.")
+        if not is_finite_number(self.top_p) or not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"Sampling(top_p={self.top_p!r}) must lie in (0, 1] (1 = off), e.g. 0.95.")
+        if not is_int(self.top_k) or self.top_k < 0:
+            raise ValueError(f"Sampling(top_k={self.top_k!r}) must be a whole number >= 0 (0 = off), e.g. 20.")
+        if not is_int(self.max_tokens) or self.max_tokens < 0:
+            raise ValueError(f"Sampling(max_tokens={self.max_tokens!r}) must be a whole number >= 0, e.g. 2048.")
+        if isinstance(self.stop, str) or not all(isinstance(s, str) and s for s in self.stop):
+            raise ValueError(f"Sampling(stop={self.stop!r}) must be a tuple of non-empty strings, e.g. ('</output>',).")
+        if not is_finite_number(self.repetition_penalty) or self.repetition_penalty <= 0:
+            raise ValueError(f"Sampling(repetition_penalty={self.repetition_penalty!r}) must be > 0 (1 = off).")
+        object.__setattr__(self, "stop", tuple(self.stop))
+
+
+@dataclass
+class Generation:
+    """One sampled continuation: its text (cut at the stop string) and the token ids the model generated."""
+
+    text: str
+    token_ids: list[int]
+
+
+@dataclass
+class LogprobQuery:
+    """Read ``token`` after the token ids ``context``: its log-probability and the top ones at that position."""
+
+    context: list[int]
+    token: int
+
+
+@dataclass
+class LogprobAnswer:
+    """``logprob`` of the query's token, and ``top``: token id -> log-probability of the top ones there."""
+
+    logprob: float
+    top: dict[int, float] = field(default_factory=dict)
+
+
+def softmax_pair(yes: float, no: float) -> float:
+    """``exp(yes) / (exp(yes) + exp(no))`` for two log-probabilities, without overflow (0.5 when both are -inf)."""
+    if yes == no:
+        return 0.5
+    diff = yes - no
+    if math.isnan(diff):
+        return 0.5
+    return 1.0 / (1.0 + math.exp(-diff)) if diff >= 0 else math.exp(diff) / (1.0 + math.exp(diff))
+
+
+def cut_at_stop(text: str, stop: Sequence[str], include: bool) -> tuple[str, bool]:
+    """``(text cut at the first stop string, whether one was found)``, as vLLM cuts: the earliest match wins (the
+    longest at one place), kept with ``include``."""
+    best = None
+    for s in stop:
+        i = text.find(s)
+        if i >= 0 and (best is None or i < best[0] or (i == best[0] and len(s) > len(best[1]))):
+            best = (i, s)
+    if best is None:
+        return text, False
+    i, s = best
+    return (text[: i + len(s)] if include else text[:i]), True
+
+
+# -- engines ----------------------------------------------------------------------------------------------------------
+class LocalEngine:
+    """A transformers causal LM as the verifier's engine (see the module docstring).
+
+    Args:
+        model: A loaded causal LM (eval mode).
+        tokenizer: Its tokenizer.
+        seed: Seeds the sampler: the ``c``-th ``generate`` call of this engine samples under seed ``(seed, c)``, so a
+            run is reproducible and no two calls repeat each other's draws (reads of log-probabilities draw nothing
+            and do not move it).
+        batch_size: Sequences per forward pass when reading log-probabilities.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, seed: int = 0, batch_size: int = 8) -> None:
+        if not is_int(seed) or seed < 0:
+            raise ValueError(f"seed={seed!r} must be a whole number >= 0.")
+        check_positive_int(batch_size, "batch_size", 8)
+        self.model, self.tokenizer = model, tokenizer
+        self.seed, self.calls, self.draws, self.batch_size = int(seed), 0, 0, batch_size
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.pad_id = int(pad) if pad is not None else 0
+
+    @property
+    def device(self) -> Any:
+        return next(self.model.parameters()).device
+
+    def encode(self, text: str) -> list[int]:
+        """The ids an engine reads for a prompt text: the tokenizer's, special tokens included (vLLM, sglang)."""
+        return list(self.tokenizer.encode(text))
+
+    def generate(self, prompt: str, n: int, sampling: Sampling) -> list[Generation]:
+        """``n`` sampled continuations of ``prompt`` in one ``generate`` call (the prompt's states shared)."""
+        import torch
+
+        ids = self.encode(prompt)
+        if sampling.max_tokens == 0:
+            return [Generation("", []) for _ in range(n)]
+        kwargs: dict[str, Any] = {"max_new_tokens": sampling.max_tokens, "num_return_sequences": n,
+                                  "pad_token_id": self.pad_id, "repetition_penalty": sampling.repetition_penalty}
+        if sampling.temperature > 0:
+            kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
+        else:
+            kwargs.update(do_sample=False, num_beams=1)
+        if sampling.stop:
+            kwargs.update(stop_strings=list(sampling.stop), tokenizer=self.tokenizer)
+        eos = self.model.generation_config.eos_token_id if getattr(self.model, "generation_config", None) else None
+        eos = {eos} if isinstance(eos, int) else set(eos or []) | ({self.tokenizer.eos_token_id} - {None})
+        tensor = torch.tensor([ids], device=self.device)
+        self.calls += 1
+        self.draws += 1
+        with torch.random.fork_rng(devices=[] if tensor.device.type == "cpu" else [tensor.device]):
+            torch.manual_seed(hash((self.seed, self.draws)) % 2**63)
+            with torch.inference_mode():
+                out = self.model.generate(input_ids=tensor, attention_mask=torch.ones_like(tensor), **kwargs)
+        generations = []
+        for row in out[:, len(ids):].tolist():
+            end = next((i + 1 for i, t in enumerate(row) if t in eos), len(row))  # the eos ends it (kept, as vLLM)
+            row = row[:end]
+            text = self.tokenizer.decode(row, skip_special_tokens=True)
+            text, _ = cut_at_stop(text, sampling.stop, sampling.include_stop)
+            generations.append(Generation(text, row))
+        return generations
+
+    def logprobs(self, queries: Sequence[LogprobQuery], top: int = 20) -> list[LogprobAnswer]:
+        """Each query's token log-probability after its context (log-softmax of the logits) and the top ``top``."""
+        import torch
+
+        out: list[LogprobAnswer | None] = [None] * len(queries)
+        order = sorted(range(len(queries)), key=lambda i: len(queries[i].context))
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            width = max(len(queries[i].context) for i in batch)
+            ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, i in enumerate(batch):  # right padding: a causal model's real positions never see it
+                context = queries[i].context
+                ids[row, : len(context)] = torch.tensor(context)
+                mask[row, : len(context)] = 1
+            with torch.inference_mode():
+                logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
+            self.calls += 1
+            for row, i in enumerate(batch):
+                logp = torch.log_softmax(logits[row, len(queries[i].context) - 1].float(), dim=-1)
+                values, index = torch.topk(logp, min(top, logp.numel())) if top else (logp[:0], logp[:0].long())
+                out[i] = LogprobAnswer(float(logp[queries[i].token]), dict(zip(index.tolist(), values.tolist())))
+        return out  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        return f"LocalEngine({type(self.model).__name__}, seed={self.seed})"
+
+
+class ServedEngine:
+    """An OpenAI-compatible server (vLLM) as the verifier's engine (see the module docstring).
+
+    Args:
+        base_url: The server, e.g. ``"http://127.0.0.1:8000"``.
+        tokenizer: The served model's tokenizer (object): read positions and verdict tokens are found in its ids.
+        model: The served model name; ``None`` takes the first one ``/v1/models`` lists (on first use).
+        batch_size: Prompts per log-probability request.
+        concurrency: Requests in flight at once (log-probability requests).
+        timeout, max_retries, backoff, api_key, total_timeout, max_response_bytes: See
+            :class:`~ares_rerank.utils.http.JsonClient` (a rationale takes long: 600 s per attempt by default).
+        extra_body: Extra request fields for every request (e.g. vLLM's ``{"min_p": 0.05}``); never ``seed``.
+    """
+
+    def __init__(self, base_url: str, tokenizer: Any, model: str | None = None, *, batch_size: int = 64,
+                 concurrency: int = 4, timeout: float = 600.0, max_retries: int = 3, backoff: float = 0.5,
+                 api_key: str | None = None, total_timeout: float = 1800.0,
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES, extra_body: dict[str, Any] | None = None,
+                 ) -> None:
+        check_positive_int(batch_size, "batch_size", 64)
+        check_concurrency(concurrency, 4)
+        if tokenizer is None or not callable(getattr(tokenizer, "encode", None)):
+            raise ValueError("a served generative verifier needs tokenizer=: the served model's tokenizer (a folder, "
+                             "a hub id or a tokenizer object), so verdict tokens and read positions are found in its "
+                             "ids.")
+        extra = dict(extra_body or {})
+        if "seed" in extra:
+            raise ValueError("extra_body={'seed': ...}: a fixed seed makes every request draw the same samples, so "
+                             "verdicts would repeat across trajectories and the guarantee would not hold; drop it.")
+        self.client = JsonClient(base_url, timeout=timeout, max_retries=max_retries, backoff=backoff, api_key=api_key,
+                                 total_timeout=total_timeout, max_response_bytes=max_response_bytes)
+        self.tokenizer, self.model = tokenizer, model
+        self.batch_size, self.concurrency, self.extra_body = batch_size, concurrency, extra
+        self.calls = 0
+
+    def resolve_model(self) -> None:
+        """Take the first model ``/v1/models`` lists when none was given (on first use)."""
+        if self.model is None:
+            self.model = model_card(self.client, None, "pass model='<served name>'.")["id"]
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text))
+
+    def generate(self, prompt: str, n: int, sampling: Sampling) -> list[Generation]:
+        """ONE ``/v1/completions`` request with ``n=``: the samples of one prompt together (prefix caching pays)."""
+        self.resolve_model()
+        if sampling.max_tokens == 0:
+            return [Generation("", []) for _ in range(n)]
+        body: dict[str, Any] = {"model": self.model, "prompt": prompt, "n": n, "max_tokens": sampling.max_tokens,
+                                "temperature": sampling.temperature, "top_p": sampling.top_p,
+                                "logprobs": 0, "return_tokens_as_token_ids": True}
+        if sampling.stop:
+            body.update(stop=list(sampling.stop), include_stop_str_in_output=sampling.include_stop)
+        if sampling.top_k:
+            body["top_k"] = sampling.top_k
+        if sampling.repetition_penalty != 1.0:
+            body["repetition_penalty"] = sampling.repetition_penalty
+        body.update(self.extra_body)
+        answer = self.client.post("/v1/completions", body)
+        self.calls += 1
+        url = self.client.root + "/v1/completions"
+        choices = answer.get("choices") if isinstance(answer, dict) else None
+        if not isinstance(choices, list) or len(choices) != n or not all(isinstance(c, dict) for c in choices):
+            got = len(choices) if isinstance(choices, list) else "no"
+            raise ServerResponseError(f"{url} answered {got} choices for n={n} ({str(answer)[:200]}): is this an "
+                                      "OpenAI-compatible /v1/completions (vLLM)?", url)
+        if all(isinstance(c.get("index"), int) for c in choices):
+            choices = sorted(choices, key=lambda c: c["index"])
+        out = []
+        for choice in choices:
+            text = choice.get("text")
+            if not isinstance(text, str):
+                raise ServerResponseError(f"{url} answered a choice without text: {str(choice)[:200]}", url)
+            text, _ = cut_at_stop(text, sampling.stop, sampling.include_stop)  # a server that ignores stop= too
+            out.append(Generation(text, self.token_ids_of(choice, text)))
+        return out
+
+    def token_ids_of(self, choice: dict[str, Any], text: str) -> list[int]:
+        """The generated ids: vLLM's ``"token_id:<id>"`` tokens (``return_tokens_as_token_ids``), else the text's."""
+        logprobs = choice.get("logprobs")
+        tokens = logprobs.get("tokens") if isinstance(logprobs, dict) else None
+        if isinstance(tokens, list) and tokens and all(isinstance(t, str) and t.startswith("token_id:")
+                                                        for t in tokens):
+            try:
+                return [int(t[len("token_id:"):]) for t in tokens]
+            except ValueError:
+                pass
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def logprobs(self, queries: Sequence[LogprobQuery], top: int = 20) -> list[LogprobAnswer]:
+        """``prompt_logprobs=top`` on prompts of token ids (context + token), ``batch_size`` prompts a request."""
+        self.resolve_model()
+        prompts = [list(q.context) + [q.token] for q in queries]
+        batches = [list(range(s, min(s + self.batch_size, len(prompts)))) for s in range(0, len(prompts),
+                                                                                          self.batch_size)]
+        answers = map_bounded(lambda idx: self._logprob_request([prompts[i] for i in idx], top), batches,
+                              self.concurrency)
+        self.calls += len(batches)
+        return [a for batch in answers for a in batch]
+
+    def _logprob_request(self, prompts: list[list[int]], top: int) -> list[LogprobAnswer]:
+        body = {"model": self.model, "prompt": prompts, "max_tokens": 1, "temperature": 0.0,
+                "prompt_logprobs": top, **{k: v for k, v in self.extra_body.items() if k != "n"}}
+        answer = self.client.post("/v1/completions", body)
+        url = self.client.root + "/v1/completions"
+        choices = answer.get("choices") if isinstance(answer, dict) else None
+        if not isinstance(choices, list) or len(choices) != len(prompts):
+            got = len(choices) if isinstance(choices, list) else "no"
+            raise ServerResponseError(f"{url} answered {got} choices for {len(prompts)} prompts "
+                                      f"({str(answer)[:200]}): is this vLLM's /v1/completions?", url)
+        if all(isinstance(c, dict) and isinstance(c.get("index"), int) for c in choices):
+            choices = sorted(choices, key=lambda c: c["index"])
+        return [self.last_prompt_logprob(choice if isinstance(choice, dict) else {}, prompt, top, url)
+                for choice, prompt in zip(choices, prompts)]
+
+    def last_prompt_logprob(self, holder: dict[str, Any], prompt: list[int], top: int, url: str) -> LogprobAnswer:
+        """The prompt's last token's log-probability and the top ``top`` there, from ``holder["prompt_logprobs"]``
+        (vLLM's: one entry per prompt token, keyed by token id; a completions choice or a chat answer)."""
+        rows = holder.get("prompt_logprobs")
+        last = rows[-1] if isinstance(rows, list) and len(rows) == len(prompt) else None
+        table: dict[int, float] = {}
+        for key, entry in (last.items() if isinstance(last, dict) else []):
+            value = finite_number(entry.get("logprob")) if isinstance(entry, dict) else None
+            if value is None or value > 1e-6 or not str(key).lstrip("-").isdigit():
+                raise ServerResponseError(f"{url} returned the prompt log-probability entry {str(key)[:30]!r}: "
+                                          f"{str(entry)[:100]}, not a finite number <= 0 keyed by token id.", url)
+            table[int(key)] = min(value, 0.0)
+        if prompt[-1] not in table:
+            raise ServerResponseError(
+                f"{url} returned no prompt log-probability of token {prompt[-1]} at the last of {len(prompt)} "
+                f"positions ({str(holder)[:200]}): serve the model with vLLM >= 0.5.5, which answers "
+                "\"prompt_logprobs\" with one entry per prompt token.", url)
+        own = table[prompt[-1]]
+        ranked = sorted(table.items(), key=lambda kv: -kv[1])[:top]
+        return LogprobAnswer(own, dict(ranked))
+
+    def __repr__(self) -> str:
+        return f"ServedEngine({self.client.root!r}, model={self.model!r})"
+
+
+_SENTINEL = "ARES_CHAT_CONTINUATION_7f3a9c"  # marks where a continued message's content starts in a rendering
+_REMEMBERED = 4096  # rendered prompts kept (the verifier renders each input's prompt right before it is used)
+
+
+class ChatEngine(ServedEngine):
+    """A served generative verifier over ``/v1/chat/completions`` (``api="chat"``; see the module docstring).
+
+    Takes :class:`~ares_rerank.backbones.generative.ServedEngine`'s arguments; ``batch_size`` is unused (one read a
+    request), ``concurrency`` bounds the reads in flight.
+    """
+
+    api = "chat"
+
+    def __init__(self, base_url: str, tokenizer: Any, model: str | None = None, **kwargs: Any) -> None:
+        super().__init__(base_url, tokenizer, model, **kwargs)
+        if getattr(tokenizer, "chat_template", None) is None:
+            raise ValueError("api='chat' needs the served model's chat template in tokenizer= (this tokenizer has "
+                             "none), to send each prompt as the messages it was rendered from: use "
+                             "api='completions', or a tokenizer with its chat template.")
+        self._chats: OrderedDict[str, list[dict[str, str]]] = OrderedDict()
+        self._lead = list(tokenizer.encode(""))  # what encode adds before any text (a BOS): sent as add_special_tokens
+
+    def remember_chat(self, text: str, messages: Sequence[dict[str, str]]) -> None:
+        """Record that ``text`` is the rendering of ``messages`` (the verifier calls it as it renders a prompt)."""
+        self._chats[text] = [dict(m) for m in messages]
+        self._chats.move_to_end(text)
+        while len(self._chats) > _REMEMBERED:
+            self._chats.popitem(last=False)
+
+    def _render(self, messages: list[dict[str, str]]) -> str:
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False,
+                                                  continue_final_message=True)
+
+    def messages_for(self, text: str) -> list[dict[str, str]]:
+        """The messages whose rendering, the final one continued, is exactly ``text`` (module docstring).
+
+        Raises:
+            ValueError: No remembered prompt starts ``text``, or none of the two layouts renders back to it.
+        """
+        base = next((self._chats[key] for key in reversed(self._chats) if text.startswith(key)), None)
+        if base is None:
+            raise ValueError(f"api='chat': the prompt {text[:80]!r}... was not rendered from chat messages (a "
+                             "prompt written as text, e.g. use_chat_template=False or R-PRM's literal ChatML), so a "
+                             "chat endpoint cannot be sent it exactly: use api='completions'.")
+        layouts = [base[:-1] + [{"role": base[-1]["role"], "content": _SENTINEL}],
+                   base + [{"role": "assistant", "content": _SENTINEL}]]
+        for layout in layouts:
+            try:
+                head = self._render(layout)
+            except Exception:  # noqa: BLE001 - a template that cannot continue this layout: try the next one
+                continue
+            head = head[: head.rfind(_SENTINEL)] if _SENTINEL in head else None
+            if head is None or not text.startswith(head) or len(text) == len(head):
+                continue
+            messages = layout[:-1] + [{"role": layout[-1]["role"], "content": text[len(head):]}]
+            try:
+                if self._render(messages) == text:
+                    return messages
+            except Exception:  # noqa: BLE001 - as above
+                continue
+        raise ValueError(f"api='chat': no messages render, their final one continued, to exactly the prompt "
+                         f"{text[-80:]!r} (the end shown) with this tokenizer's chat template (a template that "
+                         "trims or rewrites the final message, e.g. a trailing space), so a chat endpoint would read "
+                         "another input: use api='completions'.")
+
+    def _chat_body(self, text: str) -> dict[str, Any]:
+        ids = self.encode(text)
+        if ids[: len(self._lead)] != self._lead:
+            raise ValueError(f"api='chat': the tokenizer's ids of the prompt do not start with {self._lead} (what "
+                             "it adds to any text), so add_special_tokens cannot reproduce them: use "
+                             "api='completions'.")
+        return {"model": self.model, "messages": self.messages_for(text), "add_generation_prompt": False,
+                "continue_final_message": True, "add_special_tokens": bool(self._lead), "return_token_ids": True}
+
+    def _check_prompt_ids(self, answer: dict[str, Any], expected: list[int], url: str) -> None:
+        got = answer.get("prompt_token_ids")
+        if not isinstance(got, list):
+            raise ServerResponseError(f"{url} answered without prompt_token_ids ({str(answer)[:200]}): api='chat' "
+                                      "needs a vLLM that answers return_token_ids, to check the server rendered the "
+                                      "chat as the tokenizer does; use api='completions' otherwise.", url)
+        if got != expected:
+            at = next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
+            raise ServerResponseError(
+                f"{url} read the prompt as {len(got)} tokens, the tokenizer as {len(expected)} (first difference at "
+                f"position {at}): the server's chat template differs from tokenizer='s, so it would score another "
+                "input. Serve the model with this tokenizer's template (vLLM --chat-template), pass the served "
+                "model's tokenizer, or use api='completions'.", url)
+
+    def generate(self, prompt: str, n: int, sampling: Sampling) -> list[Generation]:
+        """ONE ``/v1/chat/completions`` request with ``n=`` (module docstring)."""
+        self.resolve_model()
+        if sampling.max_tokens == 0:
+            return [Generation("", []) for _ in range(n)]
+        body = self._chat_body(prompt)
+        body.update(n=n, max_tokens=sampling.max_tokens, temperature=sampling.temperature, top_p=sampling.top_p,
+                    logprobs=True, top_logprobs=0, return_tokens_as_token_ids=True)
+        if sampling.stop:
+            body.update(stop=list(sampling.stop), include_stop_str_in_output=sampling.include_stop)
+        if sampling.top_k:
+            body["top_k"] = sampling.top_k
+        if sampling.repetition_penalty != 1.0:
+            body["repetition_penalty"] = sampling.repetition_penalty
+        body.update(self.extra_body)
+        answer = self.client.post("/v1/chat/completions", body)
+        self.calls += 1
+        url = self.client.root + "/v1/chat/completions"
+        choices = answer.get("choices") if isinstance(answer, dict) else None
+        if not isinstance(choices, list) or len(choices) != n or not all(isinstance(c, dict) for c in choices):
+            got = len(choices) if isinstance(choices, list) else "no"
+            raise ServerResponseError(f"{url} answered {got} choices for n={n} ({str(answer)[:200]}): is this an "
+                                      "OpenAI-compatible /v1/chat/completions (vLLM)?", url)
+        self._check_prompt_ids(answer, self.encode(prompt), url)
+        if all(isinstance(c.get("index"), int) for c in choices):
+            choices = sorted(choices, key=lambda c: c["index"])
+        out = []
+        for choice in choices:
+            message = choice.get("message")
+            text = message.get("content") if isinstance(message, dict) else None
+            if not isinstance(text, str):
+                raise ServerResponseError(f"{url} answered a choice without message.content: {str(choice)[:200]}",
+                                          url)
+            text, _ = cut_at_stop(text, sampling.stop, sampling.include_stop)
+            out.append(Generation(text, self._generated_ids(choice, text)))
+        return out
+
+    def _generated_ids(self, choice: dict[str, Any], text: str) -> list[int]:
+        """``token_ids`` (``return_token_ids``), else ``"token_id:<id>"`` tokens of ``logprobs.content``, else the
+        text's ids."""
+        ids = choice.get("token_ids")
+        if isinstance(ids, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+            return list(ids)
+        content = choice.get("logprobs", {}).get("content") if isinstance(choice.get("logprobs"), dict) else None
+        if isinstance(content, list):
+            tokens = [c.get("token") if isinstance(c, dict) else None for c in content]
+            return self.token_ids_of({"logprobs": {"tokens": tokens}}, text)
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def logprobs(self, queries: Sequence[LogprobQuery], top: int = 20) -> list[LogprobAnswer]:
+        """One ``max_tokens=1`` request with ``prompt_logprobs=top`` per query, ``concurrency`` in flight."""
+        self.resolve_model()
+        answers = map_bounded(lambda q: self._read(list(q.context) + [q.token], top), list(queries),
+                              self.concurrency)
+        self.calls += len(queries)
+        return answers
+
+    def _read(self, ids: list[int], top: int) -> LogprobAnswer:
+        text = self.tokenizer.decode(ids[len(self._lead):] if ids[: len(self._lead)] == self._lead else ids,
+                                     skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        if self.encode(text) != ids:
+            raise ValueError(f"api='chat': a verdict read's token ids do not come back from their text "
+                             f"({text[-60:]!r}, the end shown), and a chat endpoint takes text: use "
+                             "api='completions', which reads token-id prompts.")
+        body = self._chat_body(text)
+        body.update(max_tokens=1, temperature=0.0, prompt_logprobs=top,
+                    **{k: v for k, v in self.extra_body.items() if k != "n"})
+        answer = self.client.post("/v1/chat/completions", body)
+        url = self.client.root + "/v1/chat/completions"
+        if not isinstance(answer, dict):
+            raise ServerResponseError(f"{url} answered {str(answer)[:200]}, not a chat completion.", url)
+        self._check_prompt_ids(answer, ids, url)
+        if not isinstance(answer.get("prompt_logprobs"), list):
+            raise ServerResponseError(f"{url} answered without prompt_logprobs ({str(answer)[:200]}): a verdict is "
+                                      "read from the prompt's log-probabilities, which vLLM's chat endpoint returns "
+                                      "with prompt_logprobs=; use a vLLM server, or api='completions'.", url)
+        return self.last_prompt_logprob(answer, ids, top, url)
+
+    def __repr__(self) -> str:
+        return f"ChatEngine({self.client.root!r}, model={self.model!r})"
+
+
+def load_engine(name_or_path: str | Path, *, tokenizer: Any = None, model: str | None = None, seed: int = 0,
+                device: Any = "auto", dtype: Any = "auto", trust_remote_code: bool = False,
+                engine_kwargs: dict[str, Any] | None = None, api: str = "completions", **hub: Any) -> Any:
+    """The engine a verifier's ``from_pretrained`` runs on: for an ``http(s)://`` URL (its ``tokenizer=`` a folder,
+    hub id or object, required) a :class:`ServedEngine` (``api="completions"``: ``/v1/completions``) or a
+    :class:`ChatEngine` (``api="chat"``: ``/v1/chat/completions``), else a
+    :class:`LocalEngine` on the causal LM loaded from the folder or hub id (``device``, ``dtype``,
+    ``trust_remote_code`` and hub options as every backbone takes)."""
+    name = str(name_or_path)
+    engine_kwargs = dict(engine_kwargs or {})
+    if api not in ENGINE_APIS:
+        raise ValueError(f"api={api!r} is unknown: use 'completions' (/v1/completions, the default) or 'chat' "
+                         "(/v1/chat/completions).")
+    if api != "completions" and not name.startswith(("http://", "https://")):
+        raise ValueError(f"api={api!r} is for a server URL; {name!r} is loaded locally: drop api=.")
+    if name.startswith(("http://", "https://")):
+        if hub:
+            raise TypeError(f"a served verifier takes no {sorted(hub)} (they are for loading a local model).")
+        if tokenizer is None:
+            raise ValueError(f"{name!r} is a server: pass tokenizer= (the served model's folder, hub id or tokenizer "
+                             "object), so verdict tokens and read positions are found in its ids.")
+        if isinstance(tokenizer, (str, Path)):
+            from transformers import AutoTokenizer
+
+            from .hub import check_model_files
+
+            check_model_files(tokenizer)
+            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer), trust_remote_code=trust_remote_code)
+        if api == "chat":
+            return ChatEngine(name, tokenizer, model, **engine_kwargs)
+        return ServedEngine(name, tokenizer, model, **engine_kwargs)
+    from .hub import load_model_and_tokenizer
+
+    loaded, loaded_tokenizer, _ = load_model_and_tokenizer(name_or_path, "AutoModelForCausalLM", device=device,
+                                                           dtype=dtype, trust_remote_code=trust_remote_code,
+                                                           calibrated=False, **hub)
+    return LocalEngine(loaded, tokenizer or loaded_tokenizer, seed=seed, **engine_kwargs)

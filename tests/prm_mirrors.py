@@ -17,6 +17,11 @@ re-written there, beside the project on these folders. Facts taken from the publ
   ``<|start_header_id|>``, ``<|end_header_id|>``, ``<|eot_id|>``) with Llama-3.1-Instruct's chat template (the
   Deepseek-Data model; its system block with the knowledge-cutoff date) or Llama-3-Instruct's (Mistral-Data).
 - TRL-trained: a ``Qwen2ForTokenClassification`` (2 labels) on its base's tokenizer.
+- ReasonFlux-PRM-7B: loaded by its card as Qwen2.5-Math-PRM is (``AutoModel`` with remote code, 2-label logits read
+  at ``<extra_0>``), so Qwen's architecture and files; its config was not readable offline. Built with Qwen2.5-Math's
+  and with Qwen2.5-Instruct's chat template (their default system turns differ; the card passes none).
+- PURE-PRM-7B: ``Qwen2ForTokenClassification`` (its card loads ``AutoModelForTokenClassification``), Qwen2.5-Math-7B's
+  tokenizer (no BOS).
 """
 
 from __future__ import annotations
@@ -40,9 +45,12 @@ from transformers import (
 __all__ = [
     "LLAMA3_TEMPLATE",
     "LLAMA31_TEMPLATE",
+    "QWEN_INSTRUCT_TEMPLATE",
     "QWEN_MODELING",
     "math_shepherd_mirror",
+    "pure_mirror",
     "qwen_prm_mirror",
+    "reasonflux_mirror",
     "rlhflow_mirror",
     "skywork_mirror",
     "trl_prm_mirror",
@@ -271,3 +279,29 @@ def trl_prm_mirror(path: str | Path, bos: str | None = None, seed: int = 0) -> P
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+# -- the newer layouts of known kinds (issue 49 part 3) ---------------------------------------------------------------
+# Qwen2.5-Instruct's ChatML template without its tool branches: its default system turn is Qwen's identity line.
+QWEN_INSTRUCT_TEMPLATE = QWEN_TEMPLATE.replace(
+    "Please reason step by step, and put your final answer within \\\\boxed{}.",
+    "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.")
+
+
+def reasonflux_mirror(path: str | Path, template: str = QWEN_TEMPLATE, seed: int = 1) -> Path:
+    """ReasonFlux-PRM-7B: the card loads it as Qwen's (``AutoModel`` + remote code, 2-label logits at ``<extra_0>``),
+    so the mirror is Qwen2.5-Math-PRM's architecture and files; ``template`` is the tokenizer's chat template (its
+    default system turn is what the card's messages, which pass none, get)."""
+    path = qwen_prm_mirror(path, seed=seed)
+    config = json.loads((path / "tokenizer_config.json").read_text())
+    config["chat_template"] = template
+    (path / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
+    for saved in path.glob("chat_template.j*"):  # transformers 5 may save the template beside the config
+        saved.write_text(template if saved.suffix == ".jinja" else json.dumps({"chat_template": template}))
+    return path
+
+
+def pure_mirror(path: str | Path, seed: int = 2) -> Path:
+    """PURE-PRM-7B: a ``Qwen2ForTokenClassification`` (2 labels; the card loads it with
+    ``AutoModelForTokenClassification``) on Qwen2.5-Math-7B's tokenizer (no BOS)."""
+    return trl_prm_mirror(path, bos=None, seed=seed)

@@ -60,7 +60,7 @@ from .prefix import (
 )
 from .selection import PremiseSelector, get_selector
 from .tokenization import model_window
-from .window import TokenWindow
+from .window import TokenWindow, check_window
 
 
 __all__ = ["HFBackbone", "softmax_pick", "split_pairs"]
@@ -89,6 +89,10 @@ class HFBackbone(TokenWindow):
         overlong_steps: A step that alone does not fit the window: ``"error"`` (default: never scored on a cut
             text without being asked) or ``"truncate"`` (keep its first tokens that fit, with no premises; counted
             in ``stats.hypotheses_truncated``; for benchmarks with a few degenerate steps).
+        window: Premises that do not all fit the window (:data:`~ares_rerank.backbones.window.WINDOW_CHOICES`):
+            ``"relevant"`` (default: keep those most relevant to the hypothesis that fit, in order),
+            ``"truncate"`` (drop the earliest premises first, keep the latest that fit) or ``"refuse"`` (a
+            ValueError with the counts, naming this option). Every drop is counted in ``stats``.
         prefix_cache: Shared-prefix reuse (module docstring, step 5): ``None`` (default) = on when the model is a
             causal decoder that takes a KV cache (:func:`causal_cache_argument`), off otherwise (bidirectional
             encoders such as BERT / MiniLM cannot reuse a prefix); ``True`` = on, an error for a model that cannot;
@@ -115,11 +119,13 @@ class HFBackbone(TokenWindow):
         overlong_steps: str = "error",
         prefix_cache: bool | None = None,
         prefix_store_mb: int = 1024,
+        window: str = "relevant",
     ) -> None:
         check_positive_int(batch_size, "batch_size", 16)
         if overlong_steps not in ("error", "truncate"):
             raise ValueError(f"overlong_steps={overlong_steps!r} is unknown: use 'error' (default) or 'truncate'.")
         self.overlong_steps = overlong_steps
+        self.window = check_window(window)
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size

@@ -6,7 +6,8 @@ imports none of the backbone modules (which import the shared helpers from :mod:
 leaf :mod:`~ares_rerank.backbones.devices`). Local kinds: ``"nli"``
 (:class:`~ares_rerank.backbones.nli.EntailmentHead`); the published PRM families (:data:`PRM_FAMILIES`, one module
 each in :mod:`~ares_rerank.backbones.prms`: ``"prm-qwen"``, ``"prm-math-shepherd"``, ``"prm-rlhflow"``,
-``"prm-skywork"``, ``"prm-trl"``), picked from their hub ids and architectures (:func:`prm_family`,
+``"prm-skywork"``, ``"prm-trl"``; presets of a family's scorer for a published layout of its kind: ``"prm-reasonflux"``,
+``"prm-pure"``), picked from their hub ids and architectures (:func:`prm_family`,
 :func:`detect_kind`); ``"prm"`` (:class:`~ares_rerank.backbones.prms.StepTagPRM`) and ``"prm-causal"``
 (:class:`~ares_rerank.backbones.prms.CausalPRM`) for PRMs of your own layout; ``"judge"``
 (:class:`~ares_rerank.backbones.judge.LLMJudge`); generative verifiers, sampled backbones (:data:`GENERATIVE_FAMILIES`,
@@ -85,7 +86,9 @@ BACKBONE_KINDS: dict[str, str] = {
     "prm-causal": "ares_rerank.backbones.prms:CausalPRM",
     "prm-genprm": "ares_rerank.backbones.verifiers.genprm:GenPRM",
     "prm-math-shepherd": "ares_rerank.backbones.prms.math_shepherd:MathShepherdPRM",
+    "prm-pure": "ares_rerank.backbones.prms.trl:PUREPRM",  # TRL's layout, separator "\n" (PURE's training code)
     "prm-qwen": "ares_rerank.backbones.prms.qwen:QwenPRM",
+    "prm-reasonflux": "ares_rerank.backbones.prms.qwen:ReasonFluxPRM",  # the Qwen layout without the system turn
     "prm-rlhflow": "ares_rerank.backbones.prms.rlhflow:RLHFlowPRM",
     "prm-rprm": "ares_rerank.backbones.verifiers.rprm:RPRM",
     "prm-skywork": "ares_rerank.backbones.prms.skywork:SkyworkPRM",

@@ -141,6 +141,7 @@ class EntailmentHead(HFBackbone):
         premise_selection: str | PremiseSelector | None = None,
         cache_size: int = 100_000,
         overlong_steps: str = "error",
+        window: str = "relevant",
         prefix_cache: bool | None = None,
         model_kwargs: dict[str, Any] | None = None,
         revision: str | None = None,
@@ -187,6 +188,7 @@ class EntailmentHead(HFBackbone):
                     "premise_selection", "all"),
                 cache_size=cache_size,
                 overlong_steps=overlong_steps,
+                window=window,
                 prefix_cache=prefix_cache,
                 calibration=calibration,
             )

@@ -1,14 +1,23 @@
 """The window policy of the Hugging Face backbones: what is rendered when a pair does not fit the model's window.
 
-The hypothesis is never cut unless asked: when the premises do not fit, they are ranked by lexical relevance to the
-hypothesis (:func:`~ares_rerank.backbones.selection.fit_indices`) and kept most relevant first, in their original
-order, and the drop is counted in the backbone's ``stats``; a hypothesis that alone exceeds the window is an error, or
-with ``overlong_steps="truncate"`` is cut to its first tokens that fit (with no premises), counted likewise.
+The hypothesis is never cut unless asked. When the premises do not all fit, the backbone's ``window`` option
+(:data:`WINDOW_CHOICES`) decides, and every drop is counted in the backbone's ``stats``:
+
+- ``"relevant"`` (the default): the premises are ranked by lexical relevance to the hypothesis
+  (:func:`~ares_rerank.backbones.selection.fit_indices`) and kept most relevant first, in their original order;
+- ``"truncate"``: the earliest premises are dropped first and the latest that fit are kept (a suffix of the chain).
+  ARES's premise masks make that safe: each mask is a subset of the earlier claims, any subset is a valid input, and
+  the claims nearest the judged step are the ones it most often rests on; long reasoning traces past a PRM's window
+  (Qwen-layout PRMs: 4,096 tokens) keep their latest steps;
+- ``"refuse"``: a ValueError with the counts, naming this option, and nothing is scored on a cut input.
+
+A hypothesis that alone exceeds the window is an error, or with ``overlong_steps="truncate"`` is cut to its first
+tokens that fit (with no premises), counted likewise.
 
 :class:`TokenWindow` is a mixin of :class:`~ares_rerank.backbones.hf.HFBackbone`: it reads the backbone's
-``tokenizer``, ``max_length``, ``overlong_steps`` and ``stats``, and renders through a ``render(claims, roles,
-hypothesis, kept)`` callable (the backbone's own by default), so every subclass (NLI head, PRM, judge) keeps one
-policy.
+``tokenizer``, ``max_length``, ``overlong_steps``, ``window`` and ``stats``, and renders through a
+``render(claims, roles, hypothesis, kept)`` callable (the backbone's own by default), so every subclass (NLI head,
+PRM, judge) keeps one policy.
 """
 
 from __future__ import annotations
@@ -18,9 +27,21 @@ from typing import Any
 from .selection import fit_indices
 
 
-__all__ = ["TokenWindow"]
+__all__ = ["WINDOW_CHOICES", "TokenWindow", "check_window"]
+
+#: The ``window`` option's values: what to drop when the premises do not all fit (the module docstring).
+WINDOW_CHOICES = ("relevant", "truncate", "refuse")
 
 _MAX_REMEMBERED_CLAIMS = 200_000  # token counts of claims kept for the length estimates (cleared when full)
+
+
+def check_window(window: str) -> str:
+    """``window`` itself if it is one of :data:`WINDOW_CHOICES`, else a ValueError naming the choices."""
+    if window not in WINDOW_CHOICES:
+        raise ValueError(f"window={window!r} is unknown: use 'relevant' (default: keep the premises most relevant to "
+                         "the step that fit), 'truncate' (drop the earliest premises first) or 'refuse' (an error "
+                         "when they do not all fit).")
+    return window
 
 
 class TokenWindow:
@@ -29,7 +50,7 @@ class TokenWindow:
     def fit_window(
         self, claims: list[str], roles: tuple | None, hypothesis: str, reserve: int = 0, render: Any = None
     ) -> dict[str, Any]:
-        """Render with every claim if it fits ``max_length - reserve``; else keep the most relevant that fit.
+        """Render with every claim if it fits ``max_length - reserve``; else drop premises as ``self.window`` says.
 
         ``render(claims, roles, hypothesis, kept)`` defaults to the backbone's ``_render``; ``reserve`` keeps room
         for tokens added after the rendered input (a judge's generated answer).
@@ -49,19 +70,49 @@ class TokenWindow:
                     "or pass overlong_steps='truncate' to score its first tokens that fit."
                 )
             return self._truncated(claims, roles, hypothesis, window, render, len(bare["input_ids"]))
+        policy = self.window
+        if policy == "refuse":
+            raise ValueError(
+                f"the input for hypothesis {hypothesis[:80]!r} needs {len(item['input_ids'])} tokens with its "
+                f"{len(claims)} premises, more than the model's window of {window} ({len(bare['input_ids'])} with "
+                "none), and window='refuse' drops none: pass window='truncate' (drop the earliest premises first) or "
+                "'relevant' (keep the most relevant that fit), a premise_selection, or a larger max_length if the "
+                "model takes it."
+            )
+        if policy == "truncate":
+            item, kept = self._latest_that_fit(claims, roles, hypothesis, window, render)
+        else:
+            item, kept = self._most_relevant_that_fit(claims, roles, hypothesis, window, render, len(bare["input_ids"]))
+        self.stats.pairs_windowed += 1
+        self.stats.premises_dropped += len(claims) - len(kept)
+        return item
+
+    def _latest_that_fit(self, claims: list[str], roles: tuple | None, hypothesis: str, window: int,
+                         render: Any) -> tuple[dict[str, Any], list[int]]:
+        """The longest suffix of the claims whose rendering fits (binary search: fewer claims never render longer
+        here, and an empty suffix fits, which the caller checked)."""
+        low, high = 1, len(claims)  # the first kept index: ``high`` (none kept) fits, ``0`` (all kept) does not
+        while low < high:
+            middle = (low + high) // 2
+            if len(render(claims, roles, hypothesis, list(range(middle, len(claims))))["input_ids"]) <= window:
+                high = middle
+            else:
+                low = middle + 1
+        kept = list(range(high, len(claims)))
+        return render(claims, roles, hypothesis, kept), kept
+
+    def _most_relevant_that_fit(self, claims: list[str], roles: tuple | None, hypothesis: str, window: int,
+                                render: Any, bare: int) -> tuple[dict[str, Any], list[int]]:
         # Estimated cost: each claim's tokens plus one newline between claims; the loop below corrects the estimate.
         sep = self._separator_cost()
         lengths = [self._claim_length(c) + sep for c in claims]
-        budget = window - len(bare["input_ids"]) + sep
+        budget = window - bare + sep
         while True:
             kept = fit_indices(claims, hypothesis, lengths, budget)
             item = render(claims, roles, hypothesis, kept)
             if len(item["input_ids"]) <= window:
-                break
+                return item, kept
             budget -= len(item["input_ids"]) - window  # the estimate was short (merges at joins): shrink and retry
-        self.stats.pairs_windowed += 1
-        self.stats.premises_dropped += len(claims) - len(kept)
-        return item
 
     def _claim_length(self, claim: str) -> int:
         lengths = self.__dict__.setdefault("_claim_lengths", {})

@@ -7,10 +7,12 @@ read positions and probability) and is one row of the kinds table
 folder. docs/PRMS.md has the table: family, hub ids, the call, what is read, how it was verified.
 
 - ``prm-qwen`` (:class:`QwenPRM`): Qwen2.5-Math-PRM (``Qwen2ForProcessRewardModel``), loaded natively;
+- ``prm-reasonflux`` (:class:`ReasonFluxPRM`): ReasonFlux-PRM-7B, the Qwen layout without the system turn;
 - ``prm-math-shepherd`` (:class:`MathShepherdPRM`): Math-Shepherd (Mistral, ``ки`` tags, ``+`` / ``-``);
 - ``prm-rlhflow`` (:class:`RLHFlowPRM`): RLHFlow's Llama-3.1 PRMs (each step a user turn answered ``+``);
 - ``prm-skywork`` (:class:`SkyworkPRM`): Skywork-o1-Open-PRM (Qwen2.5 + value head), loaded natively;
 - ``prm-trl`` (:class:`TRLPRM`): token classifiers trained with TRL's PRMTrainer;
+- ``prm-pure`` (:class:`PUREPRM`): PURE-PRM-7B, TRL's layout with the separator ``"\n"``;
 - ``prm`` (:class:`StepTagPRM`) / ``prm-causal`` (:class:`CausalPRM`): your own PRM with a step tag (configurable).
 
 Adding a family: a module here with a :class:`PRMBackbone` subclass (``encode_chain``, ``tag_probs``, ``kind``,
@@ -21,10 +23,10 @@ an offline mirror of the model.
 from .base import PRMBackbone, encode_spans, positive_class_probs, sigmoid_probs, token_pair_probs
 from .generic import QWEN_PRM_SYSTEM_PROMPT, CausalPRM, StepTagPRM, render_prm_text
 from .math_shepherd import MathShepherdPRM
-from .qwen import QwenPRM
+from .qwen import QwenPRM, ReasonFluxPRM
 from .rlhflow import RLHFlowPRM
 from .skywork import SkyworkPRM
-from .trl import TRLPRM
+from .trl import PUREPRM, TRLPRM
 
 
 __all__ = [
@@ -32,8 +34,10 @@ __all__ = [
     "CausalPRM",
     "MathShepherdPRM",
     "PRMBackbone",
+    "PUREPRM",
     "QwenPRM",
     "RLHFlowPRM",
+    "ReasonFluxPRM",
     "SkyworkPRM",
     "StepTagPRM",
     "TRLPRM",

@@ -51,7 +51,7 @@ class PRMBackbone(HFBackbone):
         question_separator: Joins the included base claims into the question (default a newline; a chain built from
             one prompt with ``prompt_split="none"`` has one base claim, the prompt itself).
         **kwargs: ``batch_size``, ``max_length``, ``premise_selection``, ``cache_size``, ``overlong_steps``,
-            ``prefix_cache`` (see :class:`~ares_rerank.backbones.hf.HFBackbone`).
+            ``window``, ``prefix_cache`` (see :class:`~ares_rerank.backbones.hf.HFBackbone`).
     """
 
     #: The family's name in the kinds table (``load_backbone(..., kind=...)``).
@@ -139,19 +139,23 @@ class PRMBackbone(HFBackbone):
         item = super()._encode_key(key)
         if self.stats.premises_dropped > dropped and not self._window_warned:
             self._window_warned = True
+            kept = "the latest kept: window='truncate'" if self.window == "truncate" else "most relevant kept"
             warnings.warn(
                 f"{self!r}: a pair did not fit the window of {self.max_length} tokens, so "
-                f"{self.stats.premises_dropped - dropped} of its {len(key[0])} premises were left out (most relevant "
-                "kept; counted in .stats.premises_dropped / .pairs_windowed, said once per backbone). Pass a larger "
-                "max_length if the model takes it, or a premise_selection.", UserWarning, stacklevel=2,
+                f"{self.stats.premises_dropped - dropped} of its {len(key[0])} premises were left out ({kept}; "
+                "counted in .stats.premises_dropped / .pairs_windowed, said once per backbone). Pass a larger "
+                "max_length if the model takes it, a premise_selection, or window= 'relevant' (keep the most "
+                "relevant), 'truncate' (drop the earliest first) or 'refuse' (an error instead).", UserWarning,
+                stacklevel=2,
             )
         return item
 
     def chain_step_probs(self, base_claims: Sequence[str], steps: Sequence[str]) -> list[float]:
         """PRM whole-chain baseline: one pass over the question and all steps, the score at every step's position.
 
-        If the chain does not fit the window, base claims are dropped least relevant to the steps first (counted in
-        ``stats``); the steps are never cut (a ValueError naming the lengths if they alone do not fit).
+        If the chain does not fit the window, base claims are dropped as ``window`` says (``"relevant"``: least
+        relevant to the steps first; ``"truncate"``: earliest first; ``"refuse"``: an error), counted in ``stats``;
+        the steps are never cut (a ValueError naming the lengths if they alone do not fit).
         """
         key = ("chain", tuple(base_claims), tuple(steps))
         return list(cached_value(self.cache, self.stats, key, lambda: self._chain_values(base_claims, steps)))

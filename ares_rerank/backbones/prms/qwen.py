@@ -1,4 +1,5 @@
-"""Qwen2.5-Math-PRM (``kind="prm-qwen"``): Qwen/Qwen2.5-Math-PRM-7B, -72B and Qwen2.5-Math-7B-PRM800K.
+"""Qwen2.5-Math-PRM (``kind="prm-qwen"``): Qwen/Qwen2.5-Math-PRM-7B, -72B and Qwen2.5-Math-7B-PRM800K; and the
+Qwen layout without the system turn (``kind="prm-reasonflux"``, :class:`ReasonFluxPRM`): Gen-Verse/ReasonFlux-PRM-7B.
 
 What the model card's scoring code does, and so what this family does:
 
@@ -22,7 +23,7 @@ from .generic import QWEN_PRM_SYSTEM_PROMPT, StepTagPRM
 from .native import native_model_class
 
 
-__all__ = ["QwenPRM", "qwen_prm_model_class"]
+__all__ = ["QwenPRM", "ReasonFluxPRM", "qwen_prm_model_class"]
 
 
 def _build(base: Any) -> type:
@@ -81,3 +82,29 @@ class QwenPRM(StepTagPRM):
     @classmethod
     def model_class(cls) -> type:
         return qwen_prm_model_class()
+
+
+class ReasonFluxPRM(QwenPRM):
+    """ReasonFlux-PRM-7B (``kind="prm-reasonflux"``): the Qwen layout without a system turn of its own.
+
+    The card's code (Gen-Verse/ReasonFlux, ``ReasonFlux_PRM/README.md`` and ``utils/rm_utils.make_step_rewards``)
+    renders ``[user: problem, assistant: "<extra_0>".join(steps) + "<extra_0>"]`` with the tokenizer's chat template,
+    passing no system message, so the system turn is whatever that template writes by default (Qwen2.5-Math's
+    ``"Please reason step by step..."``); it reads the softmax over the two labels, column 1, at each
+    ``<extra_0>``, as Qwen2.5-Math-PRM. Picked from its hub id only: its config names the same architecture as
+    Qwen's PRM, so a local copy needs ``kind="prm-reasonflux"`` (else it is read as ``prm-qwen``, whose system turn
+    is the one Qwen's card passes).
+
+    Args:
+        model: A loaded ``Qwen2ForProcessRewardModel``.
+        tokenizer: Its tokenizer (its chat template writes the default system turn).
+        system_prompt: ``None`` (the card passes none); a string adds that system turn.
+        **kwargs: As :class:`QwenPRM`.
+    """
+
+    kind = "prm-reasonflux"
+    hub_ids = ("Gen-Verse/ReasonFlux-PRM-7B",)
+    architectures = ()  # the architecture is Qwen's: picked from the hub id
+
+    def __init__(self, model: Any, tokenizer: Any, system_prompt: str | None = None, **kwargs: Any) -> None:
+        super().__init__(model, tokenizer, system_prompt=system_prompt, **kwargs)

@@ -1,5 +1,6 @@
 """PRMs trained with TRL's PRMTrainer (``kind="prm-trl"``): token classifiers such as
-HuggingFaceH4/Qwen2.5-Math-7B-Instruct-PRM-0.2 or trl-lib/Qwen2-0.5B-Reward-Math-Sheperd.
+HuggingFaceH4/Qwen2.5-Math-7B-Instruct-PRM-0.2 or trl-lib/Qwen2-0.5B-Reward-Math-Sheperd; and PURE's PRM
+(``kind="prm-pure"``, :class:`PUREPRM`: jinachris/PURE-PRM-7B), the same layout with the separator ``"\n"``.
 
 What TRL's ``PRMTrainer.tokenize_row`` built the training rows from (``trl/experimental/prm``), and so what this
 family does: ``[bos]`` (when the tokenizer has one) + the prompt's ids + for each step its own ids followed by the
@@ -20,7 +21,7 @@ from typing import Any, Sequence
 from .base import PRMBackbone, positive_class_probs
 
 
-__all__ = ["TRLPRM"]
+__all__ = ["PUREPRM", "TRLPRM"]
 
 
 class TRLPRM(PRMBackbone):
@@ -71,3 +72,31 @@ class TRLPRM(PRMBackbone):
 
     def tag_probs(self, items: Sequence[dict[str, Any]]) -> list[list[float]]:
         return positive_class_probs(self, items, self.positive_index)
+
+
+class PUREPRM(TRLPRM):
+    """PURE's PRM (``kind="prm-pure"``): jinachris/PURE-PRM-7B, TRL's layout with the separator ``"\n"``.
+
+    A ``Qwen2ForTokenClassification`` (the card loads it with ``AutoModelForTokenClassification``) fine-tuned from
+    Qwen2.5-Math-7B (no BOS) on HuggingFaceH4/prm800k-trl-dedup. The separator is ``"\n"``, from the code that
+    trained and used the model: TRL's training rows put the separator after each step (TRL's default ``"\n"``), and
+    PURE's RL code (CJReinforce/PURE ``openrlhf/trainer/ppo_utils/experience_maker.py``, ``prm_step_separator =
+    '\n'``) splits the policy's answer at ``"\n\n"``, drops that, and appends the ``"\n"`` id after each step before
+    the PRM reads it. The card says the same (steps split at ``"\n\n"``, a ``"\n"`` token inserted after each).
+    PRMBench's adapter (``mr_eval/models/pure_prm.py``) uses ``"\n\n"``, but that file cannot run as published (a
+    ``squeenze`` typo, an ``ipdb`` breakpoint, an int concatenated to tensors), so it is not followed.
+
+    The score: the card's and the RL code's reward is ``p1 - p0`` of the softmax (in [-1, 1]); ARES needs a
+    probability, so this reads ``p1``, which is ``(reward + 1) / 2``: the same ranking and the same threshold
+    (reward > 0 is p1 > 0.5).
+
+    Args:
+        model: The token classifier (2 labels).
+        tokenizer: Its tokenizer.
+        step_separator: ``"\n"`` (what PURE's code inserts).
+        **kwargs: As :class:`TRLPRM`.
+    """
+
+    kind = "prm-pure"
+    hub_ids = ("jinachris/PURE-PRM-7B",)
+    hub_presets: dict[str, dict[str, Any]] = {}

@@ -1,0 +1,252 @@
+"""The newer layouts of known PRM kinds (ReasonFlux-PRM-7B, PURE-PRM-7B) against their authors' published code, and
+the ``window`` choice for premises that do not fit.
+
+As tests/backbones/test_prm_families.py does for the older families: an offline mirror of each model
+(tests/prm_mirrors.py), the published scoring code re-written here (none of it calls the project's renderers), the
+same input ids and per-step scores within 1e-6 on a whole chain (``prm-chain``) and on premise subsets rendered the
+way ARES renders them. The references:
+
+- ReasonFlux-PRM-7B: the card's usage (Gen-Verse/ReasonFlux ``ReasonFlux_PRM/README.md``: user + assistant messages,
+  no system message, ``apply_chat_template(tokenize=False)``, ``tokenizer.encode``, the model as ``AutoModel`` with
+  its remote code) and ``utils/rm_utils.make_step_rewards`` (softmax, column 1, at each ``<extra_0>``).
+- PURE-PRM-7B: the input PURE's RL code builds for its PRM (CJReinforce/PURE
+  ``openrlhf/trainer/ppo_utils/experience_maker.py``, ``make_experience``: the problem's ids, then each step's ids
+  followed by the ids of ``prm_step_separator = '\\n'``, read at that separator) and the card's reward
+  (``probs[:, 1] - probs[:, 0]`` of the softmax at those positions), which is ``2 p - 1`` of the family's ``p``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import AutoModel, AutoModelForTokenClassification, AutoTokenizer
+
+from ares_rerank import Chain, load_backbone, score_chains
+from ares_rerank.backbones.loading import prm_family
+from ares_rerank.backbones.prms import PUREPRM, TRLPRM, QwenPRM, ReasonFluxPRM
+from prm_mirrors import QWEN_INSTRUCT_TEMPLATE, QWEN_TEMPLATE, pure_mirror, reasonflux_mirror
+from tiny_models import hub_cache_repo
+
+
+BASE = ["Janet's ducks lay 16 eggs per day.", "She eats three for breakfast every morning."]
+STEPS = ["Step 1: 16 - 3 = 13 eggs left.", "Step 2: 13 - 4 = 9.", "Step 3: 9 * 2 = 18.", "The answer is: 18"]
+# (included base claims, included earlier steps, judged step): how ARES masks a chain
+SUBSETS = [((0, 1), (0, 1, 2), 3), ((0,), (1,), 3), ((), (0, 2), 3), ((1,), (), 1), ((0, 1), (0,), 2)]
+ATOL = 1e-6
+
+
+def question(base: list[str]) -> str:
+    return "\n".join(base)  # the families' default question_separator
+
+
+# -- the published code, re-written -----------------------------------------------------------------------------------
+def reasonflux_reference(model, tokenizer, problem: str, completion: list[str]) -> tuple[list[int], list[float]]:
+    """ReasonFlux-PRM-7B's card and ``make_step_rewards``."""
+    def make_step_rewards(logits, token_masks):
+        probabilities = F.softmax(logits, dim=-1)
+        probabilities = probabilities * token_masks.unsqueeze(-1)
+        all_scores_res = []
+        for i in range(probabilities.size(0)):
+            sample = probabilities[i]
+            positive_probs = sample[sample != 0].view(-1, 2)[:, 1]
+            all_scores_res.append(positive_probs.cpu().tolist())
+        return all_scores_res
+
+    messages = [
+        {"role": "user", "content": problem},
+        {"role": "assistant", "content": "<extra_0>".join(completion) + "<extra_0>"},
+    ]
+    conversation_str = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
+    input_ids = tokenizer.encode(conversation_str, return_tensors="pt")
+    outputs = model(input_ids=input_ids)
+    step_sep_id = tokenizer.encode("<extra_0>")[0]
+    token_masks = input_ids == step_sep_id
+    return input_ids[0].tolist(), make_step_rewards(outputs[0], token_masks)[0]
+
+
+def pure_reference(model, tokenizer, problem: str, steps: list[str]) -> tuple[list[int], list[float]]:
+    """PURE's PRM input (``make_experience``) and the card's reward ``p1 - p0`` at each step's separator."""
+    prm_step_separator_token = tokenizer.encode("\n", return_tensors="pt", add_special_tokens=False).squeeze(0)
+    input_ids = tokenizer(problem, return_tensors="pt", add_special_tokens=False)["input_ids"][0]
+    score_positions = []
+    for step in steps:
+        step_tokens = tokenizer(step, return_tensors="pt", add_special_tokens=False)["input_ids"][0]
+        input_ids = torch.cat([input_ids, step_tokens, prm_step_separator_token])
+        score_positions.append(input_ids.numel() - 1)
+    logits = model(input_ids=input_ids[None], attention_mask=torch.ones_like(input_ids)[None]).logits
+    token_mask = torch.zeros_like(input_ids, dtype=torch.bool)
+    token_mask[score_positions] = True
+    probs = logits[0][token_mask].softmax(dim=-1)  # (num_steps, 2)
+    process_reward = probs[:, 1] - probs[:, 0]
+    return input_ids.tolist(), process_reward.tolist()
+
+
+# -- the mirrors, the families and their references -------------------------------------------------------------------
+def _reasonflux(root: Path, template: str = QWEN_TEMPLATE):
+    path = reasonflux_mirror(root / f"reasonflux-{len(template)}", template=template)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path, trust_remote_code=True, dtype=torch.float32).eval()
+    return path, {"kind": "prm-reasonflux"}, lambda q, s: reasonflux_reference(model, tokenizer, q, s)
+
+
+def _pure(root: Path):
+    path = pure_mirror(root / "pure")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForTokenClassification.from_pretrained(path, dtype=torch.float32).eval()
+
+    def as_probability(q, s):  # the card's reward r = p1 - p0 is 2 p1 - 1
+        ids, rewards = pure_reference(model, tokenizer, q, s)
+        return ids, [(r + 1) / 2 for r in rewards]
+
+    return path, {"kind": "prm-pure"}, as_probability
+
+
+FAMILIES = {
+    "reasonflux-math-template": (_reasonflux, ReasonFluxPRM),
+    "reasonflux-instruct-template": (lambda root: _reasonflux(root, QWEN_INSTRUCT_TEMPLATE), ReasonFluxPRM),
+    "pure": (_pure, PUREPRM),
+}
+
+
+@pytest.fixture(scope="module", params=list(FAMILIES))
+def family(request, tmp_path_factory):
+    build, cls = FAMILIES[request.param]
+    path, options, reference = build(tmp_path_factory.mktemp(request.param))
+    prm = load_backbone(path, device="cpu", dtype="float32", **options)  # trust_remote_code off
+    assert type(prm) is cls
+    return prm, reference
+
+
+@torch.inference_mode()
+def test_whole_chain_matches_the_published_code(family):
+    prm, reference = family
+    ids, expected = reference(question(BASE), STEPS)
+    assert prm.encode_chain(BASE, STEPS)["input_ids"] == ids
+    assert len(expected) == len(STEPS) and all(0.02 < p < 0.98 for p in expected)  # away from 0 and 1
+    (whole,) = score_chains([Chain(BASE, STEPS)], prm, method="prm-chain")
+    assert whole.step_scores == pytest.approx(expected, abs=ATOL)
+    assert whole.evaluations == 1  # one forward pass reads every step
+
+
+@torch.inference_mode()
+def test_premise_subsets_match_the_published_code_on_the_subset_chain(family):
+    prm, reference = family
+    premises, hypotheses, num_base, wanted = [], [], [], []
+    for base_idx, step_idx, judged in SUBSETS:
+        base, earlier = [BASE[i] for i in base_idx], [STEPS[i] for i in step_idx]
+        ids, scores = reference(question(base), earlier + [STEPS[judged]])
+        assert prm.encode_pair(base + earlier, STEPS[judged], num_base=len(base))["input_ids"] == ids
+        premises.append(base + earlier)
+        hypotheses.append(STEPS[judged])
+        num_base.append(len(base))
+        wanted.append(scores[-1])
+    got = prm.entailment_probs(premises, hypotheses, num_base=num_base)  # one batch, shared heads reused
+    assert got == pytest.approx(wanted, abs=ATOL)
+
+
+@torch.inference_mode()
+def test_ares_on_a_preset_reads_the_subset_inputs(family):
+    prm, reference = family
+    (ares,) = score_chains([Chain(BASE, STEPS)], prm)
+    _, expected = reference(question(BASE), STEPS[:1])
+    assert ares.step_scores[0] == pytest.approx(expected[0], abs=ATOL)
+
+
+def test_presets_are_picked_from_their_hub_ids(tmp_path, monkeypatch):
+    """The hub ids name their presets (offline, from a hub cache). A local copy of ReasonFlux is Qwen's architecture,
+    so without its hub id it is read as prm-qwen, which passes Qwen's system turn: the same input under Qwen2.5-Math's
+    template (its default system turn is that one), another under a template with another default."""
+    cache = tmp_path / "hub"
+    flux = reasonflux_mirror(tmp_path / "flux", template=QWEN_INSTRUCT_TEMPLATE)
+    hub_cache_repo(cache, "Gen-Verse/ReasonFlux-PRM-7B", flux)
+    hub_cache_repo(cache, "jinachris/PURE-PRM-7B", pure_mirror(tmp_path / "pure"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert prm_family("gen-verse/reasonflux-prm-7b") == "prm-reasonflux"
+    assert prm_family("jinachris/PURE-PRM-7B") == "prm-pure"
+    rf = load_backbone("Gen-Verse/ReasonFlux-PRM-7B", cache_dir=cache, device="cpu")
+    pure = load_backbone("jinachris/PURE-PRM-7B", cache_dir=cache, device="cpu")
+    assert (type(rf), type(pure)) == (ReasonFluxPRM, PUREPRM)
+    assert rf.system_prompt is None and pure.step_separator == "\n"
+    assert type(rf.model).__module__.startswith("ares_rerank.")  # native: no remote code ran
+    local = load_backbone(flux, device="cpu")
+    assert type(local) is QwenPRM
+    assert local.encode_chain(BASE, STEPS)["input_ids"] != rf.encode_chain(BASE, STEPS)["input_ids"]
+    math = reasonflux_mirror(tmp_path / "flux-math")
+    as_qwen = load_backbone(math, device="cpu")
+    as_flux = load_backbone(math, kind="prm-reasonflux", device="cpu")
+    assert as_qwen.encode_chain(BASE, STEPS)["input_ids"] == as_flux.encode_chain(BASE, STEPS)["input_ids"]
+    assert type(load_backbone(pure_mirror(tmp_path / "local-pure"), device="cpu")) is TRLPRM  # same reading
+
+
+# -- the window choice ------------------------------------------------------------------------------------------------
+LONG_BASE = [f"Fact {i}: the box number {i} holds {i * 3} red and {i + 7} blue marbles." for i in range(8)]
+
+
+@pytest.fixture(scope="module")
+def pure_parts(tmp_path_factory):
+    path, _, reference = _pure(tmp_path_factory.mktemp("window"))
+    return path, reference
+
+
+def _windowed(path: Path, window: str | None, claims: list[str], step: str):
+    """The PURE mirror with a window that holds the step and some, not all, of ``claims``."""
+    probe = load_backbone(path, kind="prm-pure", device="cpu", dtype="float32")
+    whole = len(probe.encode_chain(claims, [step])["input_ids"])
+    bare = len(probe.encode_chain([], [step])["input_ids"])
+    max_length = (whole + bare) // 2
+    options = {} if window is None else {"window": window}
+    return load_backbone(path, kind="prm-pure", device="cpu", dtype="float32", max_length=max_length, **options)
+
+
+@torch.inference_mode()
+def test_window_truncate_drops_the_earliest_premises_first(pure_parts):
+    path, reference = pure_parts
+    step = STEPS[0]
+    prm = _windowed(path, "truncate", LONG_BASE, step)
+    # the expected input, found independently: the fewest earliest claims left out so that the rest fit
+    first = next(k for k in range(len(LONG_BASE) + 1)
+                 if len(prm.encode_chain(LONG_BASE[k:], [step])["input_ids"]) <= prm.max_length)
+    assert 0 < first < len(LONG_BASE)
+    ids, scores = reference(question(LONG_BASE[first:]), [step])
+    with pytest.warns(UserWarning, match=r"window='truncate'.*'refuse'"):
+        (got,) = prm.entailment_probs([LONG_BASE], [step], num_base=[len(LONG_BASE)])
+    assert prm.encode_pair(LONG_BASE, step, num_base=len(LONG_BASE))["input_ids"] == ids
+    assert got == pytest.approx(scores[-1], abs=ATOL)
+    assert prm.stats.premises_dropped == 2 * first and prm.stats.pairs_windowed == 2  # scored, then encoded again
+    # the whole-chain pass keeps the latest base claims too; its steps are never cut
+    ids, scores = reference(question(LONG_BASE[first:]), [step])
+    assert prm.chain_step_probs(LONG_BASE, [step]) == pytest.approx(scores, abs=ATOL)
+
+
+@torch.inference_mode()
+def test_window_refuse_names_the_option_and_scores_nothing(pure_parts):
+    path, _ = pure_parts
+    prm = _windowed(path, "refuse", LONG_BASE, STEPS[0])
+    with pytest.raises(ValueError, match=r"window of \d+.*window='refuse' drops none.*window='truncate'"):
+        prm.entailment_probs([LONG_BASE], [STEPS[0]], num_base=[len(LONG_BASE)])
+    with pytest.raises(ValueError, match="window='refuse'"):
+        prm.chain_step_probs(LONG_BASE, [STEPS[0]])
+    assert prm.stats.premises_dropped == 0 and prm.stats.pairs_windowed == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a pair that fits is scored as before, without a warning
+        assert len(prm.entailment_probs([LONG_BASE[:1]], [STEPS[0]], num_base=[1])) == 1
+
+
+@torch.inference_mode()
+def test_window_relevant_is_the_default_and_bad_values_are_named(pure_parts):
+    path, reference = pure_parts
+    step = "Box 2 holds 6 red marbles."  # shares words with fact 2 most
+    prm = _windowed(path, None, LONG_BASE, step)
+    assert prm.window == "relevant"
+    with pytest.warns(UserWarning, match="most relevant kept"):
+        item = prm.encode_pair(LONG_BASE, step, num_base=len(LONG_BASE))
+    kept = [c for c in LONG_BASE if prm.tokenizer.decode(prm.tokenizer.encode(c)) in prm.tokenizer.decode(
+        item["input_ids"])]
+    assert LONG_BASE[2] in kept and 0 < len(kept) < len(LONG_BASE)
+    assert item["input_ids"] == reference(question(kept), [step])[0]  # the kept claims, in their order
+    with pytest.raises(ValueError, match=r"window='cut' is unknown.*'truncate'.*'refuse'"):
+        load_backbone(path, kind="prm-pure", device="cpu", window="cut")

@@ -9,7 +9,9 @@ each in :mod:`~ares_rerank.backbones.prms`: ``"prm-qwen"``, ``"prm-math-shepherd
 ``"prm-skywork"``, ``"prm-trl"``; presets of a family's scorer for a published layout of its kind: ``"prm-reasonflux"``,
 ``"prm-pure"``), picked from their hub ids and architectures (:func:`prm_family`,
 :func:`detect_kind`); ``"prm"`` (:class:`~ares_rerank.backbones.prms.StepTagPRM`) and ``"prm-causal"``
-(:class:`~ares_rerank.backbones.prms.CausalPRM`) for PRMs of your own layout; ``"judge"``
+(:class:`~ares_rerank.backbones.prms.CausalPRM`) for PRMs of your own layout; implicit PRMs, a PRM causal LM read
+against a reference LM (``ref_model=``): ``"prm-implicit"`` (:class:`~ares_rerank.backbones.prms.implicit.ImplicitPRM`)
+and EurusPRM's preset ``"prm-eurus"``; ``"judge"``
 (:class:`~ares_rerank.backbones.judge.LLMJudge`); generative verifiers, sampled backbones (:data:`GENERATIVE_FAMILIES`,
 one module each in :mod:`~ares_rerank.backbones.verifiers`: ``"prm-genprm"``, ``"prm-thinkprm"``, ``"prm-rprm"``,
 and ``"generative"``, :class:`~ares_rerank.backbones.generative.GenerativeVerifier`, your own prompt; local, or on a
@@ -84,7 +86,9 @@ BACKBONE_KINDS: dict[str, str] = {
     "openai": "ares_rerank.backbones.openai_judge:OpenAIJudge",
     "prm": "ares_rerank.backbones.prms:StepTagPRM",
     "prm-causal": "ares_rerank.backbones.prms:CausalPRM",
+    "prm-eurus": "ares_rerank.backbones.prms.eurus:EurusPRM",  # the implicit PRM preset: EurusPRM's card
     "prm-genprm": "ares_rerank.backbones.verifiers.genprm:GenPRM",
+    "prm-implicit": "ares_rerank.backbones.prms.implicit:ImplicitPRM",  # a PRM and a reference LM, ref_model=
     "prm-math-shepherd": "ares_rerank.backbones.prms.math_shepherd:MathShepherdPRM",
     "prm-pure": "ares_rerank.backbones.prms.trl:PUREPRM",  # TRL's layout, separator "\n" (PURE's training code)
     "prm-qwen": "ares_rerank.backbones.prms.qwen:QwenPRM",
@@ -215,7 +219,8 @@ def detect_kind(architectures: list[str] | None, name_or_path: str = "", recorde
         raise ValueError(
             f"{name_or_path!r} is a causal LM ({names}): it can be an LLM judge or a causal PRM, so say which: "
             "load_backbone(..., kind='judge'), kind='prm-math-shepherd' (Math-Shepherd's ки / + / - layout), "
-            "kind='prm-rlhflow' (RLHFlow's chat of + turns), kind='prm-causal' (your own step tag), or a generative "
+            "kind='prm-rlhflow' (RLHFlow's chat of + turns), kind='prm-causal' (your own step tag), "
+            "kind='prm-implicit' (an implicit PRM: pass ref_model=, its reference LM), or a generative "
             "verifier: kind='generative' (your prompt), 'prm-genprm', 'prm-thinkprm' or 'prm-rprm'."
         )
     remote = (" Its config maps it to the checkpoint's own code: pass trust_remote_code=True with the kind to run "

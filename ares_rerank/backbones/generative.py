@@ -36,6 +36,7 @@ local and the served paths cannot drift apart.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -44,6 +45,7 @@ import numpy as np
 
 from ..utils.checks import check_positive_int
 from .base import SampledVerdicts, check_pairs, check_sample_counts
+from .cache import ScoringStats
 from .verifier_engines import (
     ENGINE_APIS,
     ChatEngine,
@@ -57,6 +59,7 @@ from .verifier_engines import (
     load_engine,
     softmax_pair,
 )
+from .window import TokenWindow, check_window
 
 
 __all__ = [
@@ -118,7 +121,7 @@ class PendingVerdict:
     fixed: float = 0.5
 
 
-class GenerativeVerifier:
+class GenerativeVerifier(TokenWindow):
     """A generative verifier as a sampled ARES backbone (``kind="generative"``; see the module docstring).
 
     Args:
@@ -137,10 +140,15 @@ class GenerativeVerifier:
         previous_separator: Joins the previous steps into ``{previous_steps}`` (default a newline).
         question_separator: Joins the included base claims into the question.
         num_samples: Samples ``entailment_probs`` averages (baselines; ARES asks its own counts).
+        window: When an input's prompt plus what a sample may add (:meth:`new_tokens`) passes the engine's window
+            (:meth:`fit`): ``"refuse"`` (default: a ValueError with the counts, naming this option),
+            ``"truncate"`` (drop the earliest premises first, the longest suffix that fits) or ``"relevant"``
+            (keep the premises most relevant to the step that fit); the judged step is never cut.
     """
 
     sampled = True
     kind = "generative"
+    overlong_steps = "error"  # TokenWindow's: the judged step is never cut (fit refuses first)
     #: Hub ids of the family's published models (``load_backbone`` picks the family from them, any case).
     hub_ids: tuple[str, ...] = ()
     architectures: tuple[str, ...] = ()
@@ -161,8 +169,9 @@ class GenerativeVerifier:
         previous_separator: str = "\n",
         question_separator: str = "\n",
         num_samples: int = 10,
+        window: str = "refuse",
     ) -> None:
-        self._init_common(engine, question_separator, num_samples)
+        self._init_common(engine, question_separator, num_samples, window)
         if not (callable(prompt) or isinstance(prompt, str)):
             raise TypeError(f"prompt={prompt!r:.60} must be a template string or a function (question, "
                             "previous_steps, step) -> str.")
@@ -183,7 +192,7 @@ class GenerativeVerifier:
         self.previous_separator = previous_separator
         self.answer_ids = self.single_tokens(answers, "answers")
 
-    def _init_common(self, engine: Any, question_separator: str, num_samples: int) -> None:
+    def _init_common(self, engine: Any, question_separator: str, num_samples: int, window: str = "refuse") -> None:
         if not callable(getattr(engine, "generate", None)) or not callable(getattr(engine, "logprobs", None)):
             raise TypeError(f"engine={engine!r:.60} must be a LocalEngine or ServedEngine (generate and logprobs).")
         if not isinstance(question_separator, str):
@@ -191,21 +200,24 @@ class GenerativeVerifier:
         check_positive_int(num_samples, "num_samples", 10)
         self.engine, self.tokenizer = engine, engine.tokenizer
         self.question_separator, self.num_samples = question_separator, num_samples
+        self.window, self.stats, self._window_warned = check_window(window), ScoringStats(), False
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, *, tokenizer: Any = None, model: str | None = None,
                         seed: int = 0, device: Any = "auto", dtype: Any = "auto", trust_remote_code: bool = False,
                         engine_kwargs: dict[str, Any] | None = None, revision: str | None = None,
                         token: str | bool | None = None, cache_dir: str | Path | None = None,
-                        local_files_only: bool = False, api: str = "completions",
+                        local_files_only: bool = False, api: str = "completions", max_model_len: int | None = None,
                         **kwargs: Any) -> GenerativeVerifier:
         """``load_backbone(name_or_path, kind=...)``: a local causal LM (folder or hub id), or a server URL with
-        ``tokenizer=`` and ``api=`` (:func:`load_engine`); ``kwargs`` go to the constructor."""
+        ``tokenizer=`` and ``api=`` (:func:`load_engine`; ``max_model_len`` its window); ``kwargs`` go to the
+        constructor."""
         hub = {k: v for k, v in (("revision", revision), ("token", token), ("cache_dir", cache_dir)) if v is not None}
         if local_files_only:
             hub["local_files_only"] = True
         engine = load_engine(name_or_path, tokenizer=tokenizer, model=model, seed=seed, device=device, dtype=dtype,
-                             trust_remote_code=trust_remote_code, engine_kwargs=engine_kwargs, api=api, **hub)
+                             trust_remote_code=trust_remote_code, engine_kwargs=engine_kwargs, api=api,
+                             max_model_len=max_model_len, **hub)
         verifier = cls(engine, **kwargs)
         verifier.source = str(name_or_path)
         return verifier
@@ -255,6 +267,67 @@ class GenerativeVerifier:
         context = self.engine.encode(text)
         sample.queries = [LogprobQuery(context, yes), LogprobQuery(context, no)]
         sample.read = lambda answers: softmax_pair(answers[0].logprob, answers[1].logprob)
+
+    # -- the window -------------------------------------------------------------------------------------------------
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` alone (no special tokens): what a fixed string appended to a prompt costs."""
+        return len(self.tokenizer.encode(text, add_special_tokens=False)) if text else 0
+
+    def new_tokens(self) -> int:
+        """The most tokens a sample may add to its prompt before the verdict is read: the generation budget and
+        the text appended for the read (families with more stages count theirs)."""
+        return self.sampling.max_tokens + self.count_tokens(self.verdict_prompt) + 1
+
+    def fit(self, base_claims: Sequence[str], steps: Sequence[str]) -> tuple[list[str], list[str]]:
+        """``(base claims, steps)`` whose prompt plus :meth:`new_tokens` fits the engine's window, as ``window``
+        says (:class:`~ares_rerank.backbones.window.TokenWindow`'s policy, the premises being the base claims then
+        the earlier steps; drops counted in ``stats``, warned once); the input itself when it fits or the engine
+        does not know its window.
+
+        Raises:
+            ValueError: ``window="refuse"`` and it does not fit, or the judged step alone does not.
+        """
+        base_claims, steps = list(base_claims), list(steps)
+        window = self.engine.window() if callable(getattr(self.engine, "window", None)) else None
+        if window is None:
+            return base_claims, steps
+        reserve, num_base = self.new_tokens(), len(base_claims)
+        claims, hypothesis = base_claims + steps[:-1], steps[-1]
+
+        def render(claims: list[str], roles: Any, hypothesis: str, kept: list[int]) -> dict[str, Any]:
+            kept_base = [claims[i] for i in kept if i < num_base]
+            kept_steps = [claims[i] for i in kept if i >= num_base] + [hypothesis]
+            ids = self.engine.encode(self.render(kept_base, kept_steps))
+            return {"input_ids": ids, "kept": (kept_base, kept_steps)}
+
+        full = len(render(claims, None, hypothesis, list(range(len(claims))))["input_ids"])
+        if full + reserve <= window:
+            return base_claims, steps
+        bare = len(render(claims, None, hypothesis, [])["input_ids"])
+        budget = (f"a sample may add {reserve:,} (its generation budget and the verdict read's text: lower the "
+                  "family's max_tokens / max_length / sampling to add fewer)")
+        if bare + reserve > window:
+            raise ValueError(f"{type(self).__name__}: the step {hypothesis[:80]!r} is a prompt of {bare:,} tokens "
+                             f"with no premises, and {budget}: past the window of {window:,} positions, and the "
+                             "judged step is never cut. Split the step, add fewer tokens, or pass a longer "
+                             "max_model_len if the model takes it.")
+        if self.window == "refuse":
+            raise ValueError(f"{type(self).__name__}: the input for the step {hypothesis[:80]!r} is a prompt of "
+                             f"{full:,} tokens with its {len(claims)} premises ({bare:,} with none), and {budget}: "
+                             f"past the window of {window:,} positions, and window='refuse' drops none. Pass "
+                             "window='truncate' (drop the earliest premises first) or window='relevant' (keep the "
+                             "most relevant that fit), add fewer tokens, or pass a longer max_model_len if the model "
+                             "takes it.")
+        self.max_length = window  # what TokenWindow fits into (less reserve)
+        dropped = self.stats.premises_dropped
+        item = self.fit_window(claims, None, hypothesis, reserve=reserve, render=render)
+        if not self._window_warned:
+            self._window_warned = True
+            warnings.warn(f"{self!r}: an input did not fit the window of {window:,} tokens with {reserve:,} for the "
+                          f"sample, so {self.stats.premises_dropped - dropped} of its {len(claims)} premises were "
+                          f"left out (window={self.window!r}; counted in .stats.premises_dropped / "
+                          ".pairs_windowed, said once per verifier).", UserWarning, stacklevel=3)
+        return item["kept"]
 
     # -- what a family implements ---------------------------------------------------------------------------------
     def render(self, base_claims: Sequence[str], steps: Sequence[str]) -> str:
@@ -318,7 +391,7 @@ class GenerativeVerifier:
         return [float(p.mean()) for p in probs]
 
     def _verdicts(self, inputs: list[tuple[list[str], list[str]]], counts: list[int]) -> list[list[Verdict]]:
-        samples = [self.sample(base, steps, n) for (base, steps), n in zip(inputs, counts)]
+        samples = [self.sample(*self.fit(base, steps), n) for (base, steps), n in zip(inputs, counts)]
         for group, n in zip(samples, counts):
             if len(group) != n:
                 raise RuntimeError(f"{type(self).__name__} drew {len(group)} samples where {n} were asked.")

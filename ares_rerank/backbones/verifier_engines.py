@@ -55,7 +55,9 @@ from .served import (
     finite_number,
     map_bounded,
     model_card,
+    served_model_and_window,
 )
+from .tokenization import model_window
 
 
 __all__ = [
@@ -173,12 +175,16 @@ class LocalEngine:
             run is reproducible and no two calls repeat each other's draws (reads of log-probabilities draw nothing
             and do not move it).
         batch_size: Sequences per forward pass when reading log-probabilities.
+        max_model_len: The window (prompt and generated tokens together); ``None``: the model's (its position table
+            and config, :func:`~ares_rerank.backbones.tokenization.model_window`).
     """
 
-    def __init__(self, model: Any, tokenizer: Any, *, seed: int = 0, batch_size: int = 8) -> None:
+    def __init__(self, model: Any, tokenizer: Any, *, seed: int = 0, batch_size: int = 8,
+                 max_model_len: int | None = None) -> None:
         if not is_int(seed) or seed < 0:
             raise ValueError(f"seed={seed!r} must be a whole number >= 0.")
         check_positive_int(batch_size, "batch_size", 8)
+        self.max_model_len = model_window(model, tokenizer, max_model_len)
         self.model, self.tokenizer = model, tokenizer
         self.seed, self.calls, self.draws, self.batch_size = int(seed), 0, 0, batch_size
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -191,6 +197,10 @@ class LocalEngine:
     def encode(self, text: str) -> list[int]:
         """The ids an engine reads for a prompt text: the tokenizer's, special tokens included (vLLM, sglang)."""
         return list(self.tokenizer.encode(text))
+
+    def window(self) -> int:
+        """The most positions the model attends to, prompt and generated tokens together."""
+        return self.max_model_len
 
     def generate(self, prompt: str, n: int, sampling: Sampling) -> list[Generation]:
         """``n`` sampled continuations of ``prompt`` in one ``generate`` call (the prompt's states shared)."""
@@ -265,14 +275,19 @@ class ServedEngine:
         timeout, max_retries, backoff, api_key, total_timeout, max_response_bytes: See
             :class:`~ares_rerank.utils.http.JsonClient` (a rationale takes long: 600 s per attempt by default).
         extra_body: Extra request fields for every request (e.g. vLLM's ``{"min_p": 0.05}``); never ``seed``.
+        max_model_len: The served window (prompt and generated tokens together); ``None``: the server's
+            ``max_model_len`` from ``/v1/models`` (vLLM lists it), else the tokenizer's ``model_max_length``.
     """
 
     def __init__(self, base_url: str, tokenizer: Any, model: str | None = None, *, batch_size: int = 64,
                  concurrency: int = 4, timeout: float = 600.0, max_retries: int = 3, backoff: float = 0.5,
                  api_key: str | None = None, total_timeout: float = 1800.0,
                  max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES, extra_body: dict[str, Any] | None = None,
-                 ) -> None:
+                 max_model_len: int | None = None) -> None:
         check_positive_int(batch_size, "batch_size", 64)
+        if max_model_len is not None:
+            check_positive_int(max_model_len, "max_model_len", 4096)
+        self.max_model_len, self._window_known = max_model_len, max_model_len is not None
         check_concurrency(concurrency, 4)
         if tokenizer is None or not callable(getattr(tokenizer, "encode", None)):
             raise ValueError("a served generative verifier needs tokenizer=: the served model's tokenizer (a folder, "
@@ -295,6 +310,17 @@ class ServedEngine:
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text))
+
+    def window(self) -> int | None:
+        """The served window: ``max_model_len`` as given, else the smaller of the server's (``/v1/models``) and the
+        tokenizer's; ``None`` when neither says (the server then refuses an overlong request itself)."""
+        if not self._window_known:
+            limit = getattr(self.tokenizer, "model_max_length", None)
+            limit = int(limit) if is_int(limit) and 0 < limit < 10_000_000 else 10_000_000
+            self.model, window = served_model_and_window(self.client, self.model, limit, False)
+            self.max_model_len = window if window < 10_000_000 else None
+            self._window_known = True
+        return self.max_model_len
 
     def generate(self, prompt: str, n: int, sampling: Sampling) -> list[Generation]:
         """ONE ``/v1/completions`` request with ``n=``: the samples of one prompt together (prefix caching pays)."""
@@ -565,14 +591,18 @@ class ChatEngine(ServedEngine):
 
 def load_engine(name_or_path: str | Path, *, tokenizer: Any = None, model: str | None = None, seed: int = 0,
                 device: Any = "auto", dtype: Any = "auto", trust_remote_code: bool = False,
-                engine_kwargs: dict[str, Any] | None = None, api: str = "completions", **hub: Any) -> Any:
+                engine_kwargs: dict[str, Any] | None = None, api: str = "completions",
+                max_model_len: int | None = None, **hub: Any) -> Any:
     """The engine a verifier's ``from_pretrained`` runs on: for an ``http(s)://`` URL (its ``tokenizer=`` a folder,
     hub id or object, required) a :class:`ServedEngine` (``api="completions"``: ``/v1/completions``) or a
     :class:`ChatEngine` (``api="chat"``: ``/v1/chat/completions``), else a
     :class:`LocalEngine` on the causal LM loaded from the folder or hub id (``device``, ``dtype``,
-    ``trust_remote_code`` and hub options as every backbone takes)."""
+    ``trust_remote_code`` and hub options as every backbone takes); ``max_model_len`` is the engine's window
+    (prompt and generated tokens together; ``None``: the model's or the server's)."""
     name = str(name_or_path)
     engine_kwargs = dict(engine_kwargs or {})
+    if max_model_len is not None:
+        engine_kwargs["max_model_len"] = max_model_len
     if api not in ENGINE_APIS:
         raise ValueError(f"api={api!r} is unknown: use 'completions' (/v1/completions, the default) or 'chat' "
                          "(/v1/chat/completions).")

@@ -38,8 +38,8 @@ _MAX_REMEMBERED_CLAIMS = 200_000  # token counts of claims kept for the length e
 def check_window(window: str) -> str:
     """``window`` itself if it is one of :data:`WINDOW_CHOICES`, else a ValueError naming the choices."""
     if window not in WINDOW_CHOICES:
-        raise ValueError(f"window={window!r} is unknown: use 'relevant' (default: keep the premises most relevant to "
-                         "the step that fit), 'truncate' (drop the earliest premises first) or 'refuse' (an error "
+        raise ValueError(f"window={window!r} is unknown: use 'relevant' (keep the premises most relevant to the step "
+                         "that fit), 'truncate' (drop the earliest premises first) or 'refuse' (an error "
                          "when they do not all fit).")
     return window
 

@@ -58,7 +58,8 @@ class GenPRM(GenerativeVerifier):
         execute: Must stay False: model-written code is never run here.
         time_limit: Continuations of stage 2 before its fallback (3).
         system_prompt: The published system turn.
-        question_separator, num_samples: As every generative verifier (``num_samples`` 8, the demo's majority).
+        question_separator, num_samples, window: As every generative verifier (``num_samples`` 8, the demo's
+            majority).
     """
 
     kind = "prm-genprm"
@@ -68,8 +69,8 @@ class GenPRM(GenerativeVerifier):
     def __init__(self, engine: Any, *, max_tokens: int = 2048, temperature: float = 0.6, top_p: float = 0.95,
                  top_k: int = 20, repetition_penalty: float = 1.0, verify: bool = False, execute: bool = False,
                  time_limit: int = 3, system_prompt: str = GENPRM_SYSTEM_PROMPT, question_separator: str = "\n",
-                 num_samples: int = 8) -> None:
-        self._init_common(engine, question_separator, num_samples)
+                 num_samples: int = 8, window: str = "refuse") -> None:
+        self._init_common(engine, question_separator, num_samples, window)
         if execute:
             raise ValueError("execute=True would run the Python code GenPRM writes: ares-rerank never runs "
                              "model-written code. Use verify=True with execute=False (the code is kept in the "
@@ -82,6 +83,11 @@ class GenPRM(GenerativeVerifier):
         self.system_prompt = system_prompt
         self.yes_id = int(self.tokenizer.encode("Yes")[-1])
         self.no_id = int(self.tokenizer.encode("No")[-1])
+
+    def new_tokens(self) -> int:
+        """``max_tokens`` (the stages share it, templates included) plus the fallback's 20 and its templates."""
+        fallback = ANALYZE_TEMPLATE.format(cur_step=999) + "</analyze>\n" + OUTPUT_TEMPLATE
+        return self.max_tokens + 20 + self.count_tokens(fallback)
 
     def messages(self, base_claims: Sequence[str], steps: Sequence[str]) -> list[dict[str, str]]:
         """The chat the published demo builds, the earlier steps' assistant turns empty (module docstring)."""

@@ -68,18 +68,23 @@ class RPRM(GenerativeVerifier):
     Args:
         engine: A :class:`~ares_rerank.backbones.generative.LocalEngine` or ``ServedEngine`` on the model.
         temperature, top_p, max_tokens: The published sampling (0.95, 1.0, 4,096).
-        question_separator, num_samples: As every generative verifier (``num_samples`` 10, the published K).
+        question_separator, num_samples, window: As every generative verifier (``num_samples`` 10, the published
+            K).
     """
 
     kind = "prm-rprm"
     hub_ids = ("kevinpro/R-PRM-7B-DPO",)
 
     def __init__(self, engine: Any, *, temperature: float = 0.95, top_p: float = 1.0, max_tokens: int = 4096,
-                 question_separator: str = "\n", num_samples: int = 10) -> None:
-        self._init_common(engine, question_separator, num_samples)
+                 question_separator: str = "\n", num_samples: int = 10, window: str = "refuse") -> None:
+        self._init_common(engine, question_separator, num_samples, window)
         self.sampling = Sampling(temperature=temperature, top_p=top_p, max_tokens=max_tokens)
         self.yes_id = int(self.tokenizer.encode(" Yes", add_special_tokens=False)[0])
         self.no_id = int(self.tokenizer.encode(" No", add_special_tokens=False)[0])
+
+    def new_tokens(self) -> int:
+        """The analysis budget and the fallback question appended before the read."""
+        return self.sampling.max_tokens + self.count_tokens(FALLBACK) + 1
 
     def fields(self, base_claims: Sequence[str], steps: Sequence[str]) -> tuple[str, str, str]:
         previous = "\n".join(steps[:-1]) if len(steps) > 1 else NO_PREVIOUS

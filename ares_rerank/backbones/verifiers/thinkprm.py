@@ -52,7 +52,7 @@ class ThinkPRM(GenerativeVerifier):
         label_categories: The choices, the first scored (``("yes", "no")``).
         process_verifier: Prefix the steps ``"Step {i}: "`` and stop at the next step number (True).
         instruction: The instruction (default: the one the models were trained with).
-        question_separator, num_samples: As every generative verifier.
+        question_separator, num_samples, window: As every generative verifier.
     """
 
     kind = "prm-thinkprm"
@@ -61,8 +61,9 @@ class ThinkPRM(GenerativeVerifier):
     def __init__(self, engine: Any, *, max_length: int = 8192, temperature: float = 0.7,
                  decision_temperature: float = 1.0, predecision_string: str = "\nIs the solution correct? ",
                  label_categories: Sequence[str] = ("yes", "no"), process_verifier: bool = True,
-                 instruction: str | None = None, question_separator: str = "\n", num_samples: int = 4) -> None:
-        self._init_common(engine, question_separator, num_samples)
+                 instruction: str | None = None, question_separator: str = "\n", num_samples: int = 4,
+                 window: str = "refuse") -> None:
+        self._init_common(engine, question_separator, num_samples, window)
         if not isinstance(max_length, int) or max_length <= 20:
             raise ValueError(f"max_length={max_length!r} must be a whole number above 20 (tokens), e.g. 8192.")
         if not isinstance(decision_temperature, (int, float)) or decision_temperature <= 0:
@@ -75,6 +76,11 @@ class ThinkPRM(GenerativeVerifier):
         self.decision_temperature = float(decision_temperature)
         self.predecision_string, self.labels = predecision_string, labels
         self.process_verifier, self.instruction = bool(process_verifier), instruction or THINKPRM_INSTRUCTION
+
+    def new_tokens(self) -> int:
+        """The verification's budget, the pre-decision string and the longest choice."""
+        return (self.sampling.max_tokens + self.count_tokens(self.predecision_string)
+                + max(self.count_tokens(c) for c in self.labels) + 1)
 
     def solution(self, steps: Sequence[str]) -> str:
         """The steps as the published ``process_example`` writes them."""

@@ -155,10 +155,13 @@ def test_ares_reuses_prefixes_in_both_models(mirror, eurus):
     equal those of full passes."""
     eurus.clear_caches()
     eurus.reset_stats()
-    eurus.reference.reset_stats()
+    assert len(eurus.prefix_store) == len(eurus.reference.prefix_store) == 0
+    assert eurus.reference.token_stats.tokens == 0
     chains = [Chain(BASE, STEPS), Chain(BASE[:1], STEPS[:3])]
     reused = score_chains(chains, eurus)
     assert eurus.token_stats.reused > 0 and eurus.reference.token_stats.reused > 0
+    assert len(eurus.prefix_store) > 0 and len(eurus.reference.prefix_store) > 0  # inputs kept to be extended
+    assert eurus.reference.token_stats.tokens == eurus.token_stats.tokens  # the same ids through both models
     plain = EurusPRM(mirror["model"], mirror["tokenizer"], mirror["ref_model"], beta=BETA, prefix_cache=False)
     assert plain.reference.prefix_cache is False
     full = score_chains(chains, plain)
@@ -167,6 +170,20 @@ def test_ares_reuses_prefixes_in_both_models(mirror, eurus):
         assert a.step_scores == pytest.approx(b.step_scores, abs=1e-5)
     _, first = mirror["card"](question(BASE), STEPS[:1])  # at prior 1, ARES's first input is the first step alone
     assert reused[0].step_scores[0] == pytest.approx(sigmoid(first[0]), abs=ATOL)
+
+
+@torch.inference_mode()
+def test_a_longer_chain_runs_only_its_new_tokens_in_both_models(mirror, eurus):
+    """One row per call, so no shared head: what is reused comes from the prefix stores (kv_store)."""
+    eurus.clear_caches()
+    eurus.chain_step_probs(BASE, STEPS[:2])
+    eurus.reset_stats()
+    probs = eurus.chain_step_probs(BASE, STEPS)
+    head = len(eurus.encode_chain(BASE, STEPS[:2])["input_ids"]) - 2  # up to the end of step 2 (then "<|im_end|>")
+    assert eurus.token_stats.reused >= head - 1 and eurus.reference.token_stats.reused >= head - 1
+    assert eurus.token_stats.tokens < len(eurus.encode_chain(BASE, STEPS)["input_ids"]) - head + 2
+    _, rewards = mirror["card"](question(BASE), STEPS)
+    assert probs == pytest.approx([sigmoid(r) for r in rewards], abs=ATOL)
 
 
 def test_eurus_is_picked_from_its_hub_ids_with_the_cards_reference(mirror, tmp_path, monkeypatch):

@@ -13,6 +13,8 @@ folder. docs/PRMS.md has the table: family, hub ids, the call, what is read, how
 - ``prm-skywork`` (:class:`SkyworkPRM`): Skywork-o1-Open-PRM (Qwen2.5 + value head), loaded natively;
 - ``prm-trl`` (:class:`TRLPRM`): token classifiers trained with TRL's PRMTrainer;
 - ``prm-pure`` (:class:`PUREPRM`): PURE-PRM-7B, TRL's layout with the separator ``"\n"``;
+- ``prm-implicit`` (:class:`ImplicitPRM`): implicit PRMs, a PRM causal LM read against a reference LM
+  (``ref_model=``), and ``prm-eurus`` (:class:`EurusPRM`): EurusPRM-Stage1/2 as their model card reads them;
 - ``prm`` (:class:`StepTagPRM`) / ``prm-causal`` (:class:`CausalPRM`): your own PRM with a step tag (configurable).
 
 Adding a family: a module here with a :class:`PRMBackbone` subclass (``encode_chain``, ``tag_probs``, ``kind``,
@@ -21,7 +23,9 @@ an offline mirror of the model.
 """
 
 from .base import PRMBackbone, encode_spans, positive_class_probs, sigmoid_probs, token_pair_probs
+from .eurus import EurusPRM
 from .generic import QWEN_PRM_SYSTEM_PROMPT, CausalPRM, StepTagPRM, render_prm_text
+from .implicit import ImplicitPRM
 from .math_shepherd import MathShepherdPRM
 from .qwen import QwenPRM, ReasonFluxPRM
 from .rlhflow import RLHFlowPRM
@@ -32,6 +36,8 @@ from .trl import PUREPRM, TRLPRM
 __all__ = [
     "QWEN_PRM_SYSTEM_PROMPT",
     "CausalPRM",
+    "EurusPRM",
+    "ImplicitPRM",
     "MathShepherdPRM",
     "PRMBackbone",
     "PUREPRM",

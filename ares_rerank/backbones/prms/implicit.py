@@ -204,6 +204,16 @@ class ImplicitPRM(PRMBackbone):
                                            **hub, **kwargs)
         return backbone
 
+    def clear_caches(self) -> None:
+        """Forget every score and every stored prefix, the reference model's included."""
+        super().clear_caches()
+        self.reference.clear_caches()
+
+    def reset_stats(self) -> None:
+        """Zero the counters, the reference model's included (its token counts are ``.reference.token_stats``)."""
+        super().reset_stats()
+        self.reference.reset_stats()
+
     # -- rendering ------------------------------------------------------------------------------------------------
     def conversation(self, question: str, answer: str) -> str:
         """The chat template on the user turn ``question`` and the assistant turn ``answer`` (no generation

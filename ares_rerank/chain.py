@@ -22,9 +22,11 @@ __all__ = [
     "ROW_KEYS",
     "COMPLETION_ROLES",
     "PROMPT_ROLES",
+    "DEFAULT_THRESHOLD",
     "Chain",
     "ChainScores",
     "check_separator",
+    "check_threshold",
     "message_text",
     "parse_separator",
     "read_chains",
@@ -35,6 +37,18 @@ __all__ = [
 
 #: The modes an ARES estimate comes out in (:attr:`ChainScores.mode`); baselines report ``"direct"``.
 ARES_MODES = ("exact", "stratified", "sample")
+#: A step is flagged unsound iff its tau <= this (the default of :meth:`ChainScores.flags`, the reranker's
+#: ``threshold`` and so of the rewards' first errors, early rejection and the CLI's ``--threshold``).
+DEFAULT_THRESHOLD = 0.5
+
+
+def check_threshold(value: Any, where: str = "threshold") -> float:
+    """``value`` as a float if it is a number in [0, 1] (a flag threshold: scores are probabilities), else a
+    ValueError naming ``where`` (``"AresReranker(threshold"``: the parenthesis is closed)."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not 0.0 <= value <= 1.0:  # NaN fails too
+        shown = f"{where}={value!r}" + (")" if "(" in where else "")
+        raise ValueError(f"{shown} must be a number in [0, 1] (scores are probabilities), e.g. {DEFAULT_THRESHOLD}.")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -473,14 +487,12 @@ class ChainScores:
     generated_tokens: int | None = None
     requests: int | None = None
 
-    def flags(self, threshold: float = 0.5) -> list[bool]:
+    def flags(self, threshold: float = DEFAULT_THRESHOLD) -> list[bool]:
         """Steps flagged unsound: ``tau_k <= threshold`` (a threshold in [0, 1])."""
-        if isinstance(threshold, bool) or not isinstance(threshold, Real) or not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"threshold={threshold!r} must be a number in [0, 1] (scores are probabilities), "
-                             "e.g. 0.5.")
+        threshold = check_threshold(threshold)
         return [bool(s <= threshold) for s in self.step_scores]
 
-    def first_error(self, threshold: float = 0.5) -> int:
+    def first_error(self, threshold: float = DEFAULT_THRESHOLD) -> int:
         """0-based index of the first flagged step, or -1 if none is flagged (ProcessBench's convention)."""
         return next((i for i, f in enumerate(self.flags(threshold)) if f), -1)
 

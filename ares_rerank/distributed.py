@@ -228,6 +228,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.limit is not None:
         dataset = dataset.select(range(min(args.limit, len(dataset))))
     config = options.config_from_args(args)
+    threshold = options.rerank_config_from_args(args).threshold
     scored = _score_sharded(dataset, _load(args, state.device), args.method, config, args.batch_size,
                             options.step_separator(args.step_separator), args.prompt_split, progress=True)
     if state.is_main_process:
@@ -235,9 +236,9 @@ def _run(args: argparse.Namespace) -> int:
         with atomic_open(out) as f:
             for i, owner, s in scored:
                 f.write(json.dumps({"index": i, "process": owner, **s.to_dict()}) + "\n")
-        flagged = sum(sum(s.flags(config.threshold)) for _, _, s in scored)
+        flagged = sum(sum(s.flags(threshold)) for _, _, s in scored)
         print(f"scored {len(scored)} chains on {state.num_processes} process(es); {flagged} steps flagged at "
-              f"threshold {config.threshold}; wrote {out}")
+              f"threshold {threshold}; wrote {out}")
     state.wait_for_everyone()
     state.destroy_process_group()  # a gloo group left to interpreter exit can abort a process after its work is done
     return 0

@@ -79,10 +79,15 @@ def add_config_arguments(parser: argparse.ArgumentParser, exclude: Sequence[str]
     Args:
         parser: The parser (the options go in an "ARES estimator" group).
         exclude: Field names this command does not take (e.g. ``threshold`` where it has no meaning).
+
+    ``--threshold`` is :class:`~ares_rerank.rerank.config.RerankConfig`'s (``AresConfig(threshold=)`` is deprecated),
+    added here with the estimator's flags, where every command has always taken it.
     """
     from ..estimator.config import AresConfig
 
-    add_dataclass_arguments(parser, AresConfig, "ARES estimator (AresConfig fields)", exclude)
+    add_dataclass_arguments(parser, AresConfig, "ARES estimator (AresConfig fields)", (*exclude, "threshold"))
+    if "threshold" not in exclude:
+        add_rerank_arguments(parser, ("threshold",))
 
 
 def add_dataclass_arguments(
@@ -110,10 +115,12 @@ def add_dataclass_arguments(
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
-    """The :class:`AresConfig` of parsed options (fields a command did not add keep their defaults)."""
+    """The :class:`AresConfig` of parsed options (fields a command did not add keep their defaults; ``--threshold``
+    is RerankConfig's, not passed to the deprecated ``AresConfig.threshold``)."""
     from ..estimator.config import AresConfig
 
-    return dataclass_from_args(AresConfig, args)
+    return dataclass_from_args(AresConfig, argparse.Namespace(**{k: v for k, v in vars(args).items()
+                                                                 if k != "threshold"}))
 
 
 def dataclass_from_args(cls: type, args: argparse.Namespace) -> Any:

@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
         keys = [record_key(i, [chain.id, chain.base_claims, chain.steps]) for i, chain in enumerate(chains)]
         done = options.resume_results(results, keys)
         config = options.config_from_args(args)
+        threshold = options.rerank_config_from_args(args).threshold
         for number, chain in enumerate(chains, 1):  # before the backbone loads: an over-long chain fails fast
             error = length_error(chain.num_steps, config, chain.id)
             if error:
@@ -60,14 +61,14 @@ def run(args: argparse.Namespace) -> int:
             for start in range(0, len(todo), args.batch_size):
                 batch = todo[start:start + args.batch_size]
                 batch_scores = score_chains(batch, backbone, method=args.method, config=config)
-                results.append([{"id": chain.id, **scores.to_dict(), "flags": scores.flags(config.threshold)}
+                results.append([{"id": chain.id, **scores.to_dict(), "flags": scores.flags(threshold)}
                                 for chain, scores in zip(batch, batch_scores)], keys[done + start:][:len(batch)])
                 scored += batch_scores
                 bar.update(len(batch))
         results.finish()
     if len(todo) < len(chains):
         print(f"resumed: {len(chains) - len(todo)} chains were already scored by an earlier run", file=sys.stderr)
-    _summary(todo, scored, args.method, config.threshold, backbone)
+    _summary(todo, scored, args.method, threshold, backbone)
     notice = options.window_notice(backbone)
     if notice:
         print(notice, file=sys.stderr)

@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
                                    "--problems", [f"{args.problems}:{n}" for n in linenos[done:]])
             reranker = AresReranker(backbone, config, step_separator=separator, prompt_split=args.prompt_split,
                                     aggregate=args.aggregate, batch_size=None, show_progress_bar=False,
-                                    selection=args.selection, answer_fn=matcher)
+                                    selection=args.selection, answer_fn=matcher, threshold=args.threshold)
             with tqdm(total=len(records), initial=done, desc=f"search ({args.approach}, n={args.n})", unit="problem",
                       disable=args.no_progress, file=sys.stderr) as bar:
                 for start in range(done, len(records), args.batch_size):

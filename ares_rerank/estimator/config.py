@@ -9,13 +9,14 @@ before anything is allocated.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from collections.abc import Mapping, Set as AbstractSet
 from typing import Any
 
 import numpy as np
 
-from ..chain import Chain
+from ..chain import DEFAULT_THRESHOLD, Chain, check_threshold
 from ..utils.checks import is_finite_number, is_int, is_number
 
 
@@ -28,6 +29,7 @@ __all__ = [
     "STOPPING_RULES",
     "AresConfig",
     "check_sample_size",
+    "flag_threshold",
     "is_int",
     "is_number",
     "log_union",
@@ -106,7 +108,11 @@ class AresConfig:
                           "pairs than eps on 20 PRMBench chains, 15% fewer on 20 BIG-Bench Mistake chains). 0 = prune "
                           "nothing."},
     )
-    threshold: float = field(default=0.5, metadata={"help": "A step is flagged unsound iff tau_k <= threshold."})
+    # Deprecated (one release): the estimator never read it; the flag threshold belongs to what flags steps
+    # (AresReranker(threshold=), RerankConfig, ChainScores.flags). Given here, it warns and is forwarded by
+    # flag_threshold; add_config_arguments leaves it out (--threshold is RerankConfig's).
+    threshold: float | None = field(default=None, metadata={
+        "help": "Deprecated: pass threshold to AresReranker / RerankConfig (a step is flagged iff tau_k <= it)."})
     max_samples: int = field(
         default=DEFAULT_MAX_SAMPLES,
         metadata={"help": "Sample mode: refuse (ValueError) a chain that needs more trajectories than this, "
@@ -179,8 +185,16 @@ class AresConfig:
                 f"AresConfig(prune_mass={self.prune_mass!r}) must lie in [0, 1) (0 = prune nothing), or None for "
                 "eps."
             )
-        if not is_finite_number(self.threshold) or not (0.0 <= float(self.threshold) <= 1.0):
-            raise ValueError(f"AresConfig(threshold={self.threshold!r}) must lie in [0, 1].")
+        if self.threshold is not None:
+            if not is_finite_number(self.threshold) or not (0.0 <= float(self.threshold) <= 1.0):
+                raise ValueError(f"AresConfig(threshold={self.threshold!r}) must lie in [0, 1].")
+            if self.__dict__.get("_warned_threshold") != self.threshold:  # once, not at every later field set
+                object.__setattr__(self, "_warned_threshold", self.threshold)
+                warnings.warn(f"AresConfig(threshold={self.threshold!r}) is deprecated (the estimator never reads "
+                              f"it): pass AresReranker(threshold={self.threshold!r}) or RerankConfig(threshold=...); "
+                              "it is forwarded to the reranker, early rejection and the rewards for now.",
+                              DeprecationWarning, stacklevel=3)
+            self.threshold = _as_float(self.threshold)
         if not is_int(self.seed) or self.seed < 0:
             raise ValueError(f"AresConfig(seed={self.seed!r}) must be a non-negative integer, e.g. 0.")
         if self.max_evaluations is not None and (not is_int(self.max_evaluations) or self.max_evaluations < 1):
@@ -199,7 +213,7 @@ class AresConfig:
                 f"e.g. {DEFAULT_MAX_SAMPLES}."
             )
         # numpy scalars pass the checks above; store plain Python numbers (cache keys and JSON records read them)
-        for name in ("eps", "delta", "prior", "threshold"):
+        for name in ("eps", "delta", "prior"):
             setattr(self, name, _as_float(getattr(self, name)))
         for name in ("seed", "max_samples"):
             setattr(self, name, int(getattr(self, name)))
@@ -340,3 +354,21 @@ def check_sample_size(num_steps: int, config: AresConfig, chain: Chain | None = 
 
 def _size(num_bytes: float) -> str:
     return f"{num_bytes / 2**30:.1f} GiB" if num_bytes >= 2**30 else f"{num_bytes / 2**20:.1f} MiB"
+
+
+def flag_threshold(config: AresConfig | None, threshold: Any = None, where: str = "threshold") -> float:
+    """The threshold that flags steps (tau <= it): ``threshold`` when given, else a deprecated
+    ``AresConfig(threshold=)``'s (forwarded for one release), else :data:`~ares_rerank.chain.DEFAULT_THRESHOLD`.
+
+    Raises:
+        ValueError: ``threshold`` is not a number in [0, 1], or it and the config's are both given and differ.
+    """
+    legacy = None if config is None else config.threshold
+    if threshold is None:
+        return DEFAULT_THRESHOLD if legacy is None else legacy
+    threshold = check_threshold(threshold, where)
+    if legacy is not None and legacy != threshold:
+        shown = f"{where}={threshold}" + (")" if "(" in where else "")
+        raise ValueError(f"{shown} and AresConfig(threshold={legacy}) disagree: pass the threshold once "
+                         "(AresConfig's is deprecated).")
+    return threshold

@@ -50,7 +50,7 @@ import numpy as np
 
 from ..backbones.base import Backbone, PairBatch, is_sampled, premise_selector
 from ..chain import Chain, ChainScores
-from .config import AresConfig, check_sample_size
+from .config import AresConfig, check_sample_size, flag_threshold
 from ..utils.checks import is_int
 from .batch import check_evaluations
 from .masks import exact_step, group_inputs, keep_heaviest, prune_groups, split_masks
@@ -108,8 +108,9 @@ class StreamState:
         return sum(self.evaluations_per_step)
 
     def first_error(self, threshold: float | None = None) -> int:
-        """The first step with tau <= threshold (default: the stream's), or -1."""
-        limit = self.stream.config.threshold if threshold is None else threshold
+        """The first step with tau <= threshold (default: :data:`~ares_rerank.chain.DEFAULT_THRESHOLD`, or a
+        deprecated ``AresConfig(threshold=)``'s), or -1."""
+        limit = flag_threshold(self.stream.config) if threshold is None else threshold
         return next((k for k, tau in enumerate(self.step_scores) if tau <= limit), -1)
 
     def fork(self) -> "StreamState":

@@ -47,7 +47,7 @@ import numpy as np
 
 from ..aggregate import Aggregate, aggregate_name, aggregate_scores
 from ..rerank.answers import answer_matcher
-from ..estimator.config import AresConfig
+from ..estimator.config import AresConfig, flag_threshold
 from ..backbones.demo import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
 from ..scoring import METHODS, check_batch_size
 from ..utils.http import redact
@@ -86,8 +86,9 @@ def n_values(max_n: int) -> list[int]:
     return out if out[-1] == max_n else out + [max_n]
 
 
-def _method_scores(task: BonTask, method: str, backbone: Any, config: AresConfig, aggregate: Aggregate,
-                   cache_args: dict[str, Any]) -> tuple[list[list[float | None]], list[list[bool]], dict]:
+def _method_scores(task: BonTask, method: str, backbone: Any, config: AresConfig, threshold: float,
+                   aggregate: Aggregate, cache_args: dict[str, Any],
+                   ) -> tuple[list[list[float | None]], list[list[bool]], dict]:
     """Per problem, per candidate: chain score and sound flag (``None`` / ``False`` for a candidate with no step)."""
     if method == GIVEN:
         scores, sound = [], []
@@ -96,7 +97,7 @@ def _method_scores(task: BonTask, method: str, backbone: Any, config: AresConfig
                 raise ValueError(f"method {GIVEN!r} needs per-step scores in the data ('scores'); problem "
                                  f"{problem.id} has none.")
             scores.append([aggregate_scores(s, aggregate) if s else None for s in problem.given_scores])
-            sound.append([bool(s) and min(s) > config.threshold for s in problem.given_scores])
+            sound.append([bool(s) and min(s) > threshold for s in problem.given_scores])
         return scores, sound, {"source": "the data set's own per-step scores"}
     chains = [c for p in task.problems for c in p.chains if c is not None]
     results, stats = score_cached(chains, backbone, method, config, **cache_args)
@@ -116,7 +117,7 @@ def _method_scores(task: BonTask, method: str, backbone: Any, config: AresConfig
                 continue
             result = next(found)
             row_scores.append(aggregate_scores(result.step_scores, aggregate))
-            row_sound.append(result.first_error(config.threshold) == -1)
+            row_sound.append(result.first_error(threshold) == -1)
         scores.append(row_scores)
         sound.append(row_sound)
     return scores, sound, stats
@@ -147,6 +148,7 @@ def evaluate_bon(
     refresh: bool = False,
     batch_size: int = 32,
     progress: bool = True,
+    threshold: float | None = None,
 ) -> dict[str, Any]:
     """Accuracy against N for every method and selection (see the module docstring).
 
@@ -155,7 +157,7 @@ def evaluate_bon(
         backbone: Scores the chains (unused when ``methods`` is only ``["given"]``).
         methods: ``"ares"``, baselines of :data:`~ares_rerank.scoring.METHODS`, and/or ``"given"`` (the data
             set's own step scores); the no-verifier rows are always reported.
-        config: ARES settings; its ``threshold`` also decides which chains are sound.
+        config: ARES settings.
         selections: Rules per method (:data:`~ares_rerank.rerank.voting.SELECTIONS` without ``majority``, which needs no
             verifier and is its own row).
         aggregate: Chain score from step scores (search-and-learn uses the last step's).
@@ -166,6 +168,8 @@ def evaluate_bon(
         seed: Seeds the random subsets.
         backbone_name, backbone_kind, backbone_options, cache, refresh, batch_size, progress: As
             :func:`~ares_rerank.evaluation.runner.evaluate`.
+        threshold: A chain is sound when no step has tau <= threshold (the sound-weighted vote); default 0.5, or a
+            deprecated ``AresConfig(threshold=)``'s.
 
     Returns:
         A JSON-ready dict: task, backbone, config, ``n_values``, ``rows`` (``{row: {N: [mean, se]}}``), per-method
@@ -200,7 +204,8 @@ def evaluate_bon(
                   "refresh": refresh, "batch_size": batch_size, "progress": progress}
     matcher = answer_matcher(task.answer_fn)
     grouped = [matcher.group(p.texts) for p in task.problems]
-    per_method = {m: _method_scores(task, m, backbone, config, aggregate, cache_args) for m in methods}
+    threshold = flag_threshold(config, threshold, "evaluate_bon(threshold")
+    per_method = {m: _method_scores(task, m, backbone, config, threshold, aggregate, cache_args) for m in methods}
     ns = n_values(top)
     rows: dict[str, list[list[float]]] = {}  # row -> per N, per problem accuracy
 
@@ -244,6 +249,7 @@ def evaluate_bon(
         "backbone": redact(backbone_name),
         "backbone_options": redact(backbone_options or {}),  # written to results files: no api_key
         "config": asdict(config),
+        "threshold": threshold,
         "aggregate": aggregate_name(aggregate),
         "selections": list(selections),
         "subsets": subsets,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..aggregate import AGGREGATES
-from ..chain import PROMPT_SPLITS, parse_separator
+from ..chain import DEFAULT_THRESHOLD, PROMPT_SPLITS, check_threshold, parse_separator
 from ..chat_templates import LAYOUTS, resolve_layout
 from .answers import ANSWER_FNS, answer_fn_from_spec
 from .voting import SELECTIONS
@@ -50,6 +50,9 @@ class RerankConfig:
         "help": "Role headers and end markers that a chat template wrote into string prompts and completions are "
                 "removed before scoring: auto detects ChatML, Llama 3, DeepSeek-R1, Mistral, Gemma and Phi text; a "
                 "name forces that layout; none reads the text as it is."})
+    threshold: float = field(default=DEFAULT_THRESHOLD, metadata={
+        "help": "A step is flagged unsound iff tau_k <= threshold: the records' first_error, the rewards' "
+                "first_error / flagged_frac and early rejection read it."})
     tokenizer: str | None = field(default=None, metadata={
         "metavar": "PATH_OR_HUB_ID",
         "help": "The policy's tokenizer (folder or hub id, cached when offline): its chat template and special "
@@ -62,6 +65,7 @@ class RerankConfig:
                 raise ValueError(f"{name}={getattr(self, name)!r} (--{name.replace('_', '-')}) is not one of "
                                  f"{choices}.")
         parse_separator(self.step_separator)  # the escapes and the pattern, checked now
+        self.threshold = check_threshold(self.threshold, "--threshold")
         if self.tokenizer is not None and self.chat_layout != "auto":
             raise ValueError(f"--chat-layout {self.chat_layout} and --tokenizer {self.tokenizer} are both given: pass "
                              "one (the tokenizer's chat template gives the layout).")
@@ -73,7 +77,7 @@ class RerankConfig:
         kwargs: dict[str, Any] = {
             "method": self.method, "aggregate": self.aggregate, "step_separator": parse_separator(self.step_separator),
             "prompt_split": self.prompt_split, "selection": self.selection,
-            "answer_fn": answer_fn_from_spec(self.answer_fn),
+            "answer_fn": answer_fn_from_spec(self.answer_fn), "threshold": self.threshold,
         }
         if load_tokenizer:
             kwargs["chat_layout"] = resolve_layout(self.chat_layout, self.tokenizer, "--chat-layout")

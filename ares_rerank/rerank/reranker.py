@@ -33,10 +33,11 @@ from .answers import AnswerFn, AnswerMatcher, answer_matcher
 from ..backbones.base import Backbone
 from ..utils.http import is_outage
 from ..baselines import check_method_backbone
-from ..chain import COMPLETION_ROLES, PROMPT_ROLES, Chain, ChainScores, message_text, split_prompt, split_steps
+from ..chain import (COMPLETION_ROLES, DEFAULT_THRESHOLD, PROMPT_ROLES, Chain, ChainScores, message_text, split_prompt,
+                     split_steps)
 from ..chat_templates import ChatLayout, prompt_text, resolve_layout, response_text
 from ..backbones.demo import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
-from ..estimator.config import AresConfig
+from ..estimator.config import AresConfig, flag_threshold
 from ..utils.checks import is_int
 from .records import NO_STEPS, certificate, check_candidate_lists, empty_record, rank_record, rank_records
 from ..scoring import METHODS, check_batch_size, length_error, progress_bar, score_chains
@@ -108,6 +109,9 @@ class AresReranker:
             :class:`~ares_rerank.chat_templates.ChatLayout`, or ``"none"`` (strings used as they are).
         tokenizer: The policy's tokenizer (or its folder / hub id): its chat template and special tokens give the
             layout, for a template none of the known layouts covers. Give it or ``chat_layout``, not both.
+        threshold: A step is flagged unsound iff tau <= threshold (the records' ``first_error``, early rejection,
+            the rewards' ``first_error`` / ``flagged_frac``); default 0.5, or a deprecated ``AresConfig(threshold=)``
+            (forwarded for one release).
 
     Example:
         >>> from ares_rerank import FunctionBackbone
@@ -123,6 +127,7 @@ class AresReranker:
     selection: str = "best"
     answers: AnswerMatcher = AnswerMatcher()
     chat_layout: ChatLayout | str = "auto"
+    threshold: float = DEFAULT_THRESHOLD
     _demo_warned = False
 
     def __init__(
@@ -141,6 +146,7 @@ class AresReranker:
         answer_fn: AnswerFn = "standard",
         chat_layout: ChatLayout | str = "auto",
         tokenizer: Any = None,
+        threshold: float | None = None,
     ) -> None:
         if config is not None and not isinstance(config, AresConfig):
             raise TypeError(f"AresReranker(config=...) must be an AresConfig or None, got {type(config).__name__}.")
@@ -159,6 +165,7 @@ class AresReranker:
         self.backbone = resolve_backbone(backbone)
         check_method_backbone(method, self.backbone)  # now, not at the first call
         self.config = config or AresConfig()
+        self.threshold = flag_threshold(self.config, threshold, "AresReranker(threshold")
         self.method = method
         self.step_separator = step_separator
         self.prompt_split = prompt_split
@@ -336,7 +343,7 @@ class AresReranker:
                 raise ValueError(message) from err
             record["error"] = message
         record["step_scores"] = [float(s) for s in result.step_scores]
-        record["first_error"] = result.first_error(self.config.threshold)
+        record["first_error"] = result.first_error(self.threshold)
         record["certificate"] = certificate(result)
 
     def _check_domain(self, scored: list[dict[str, Any]]) -> None:

@@ -16,8 +16,8 @@ variable                            value                                       
 ``ARES_RERANK_RERANKER_OPTIONS``    a JSON object of ``AresReranker`` keyword arguments: ``method``,       ``{}``
                                     ``step_separator``, ``prompt_split``, ``prompt_roles``,
                                     ``completion_roles``, ``chat_layout``, ``tokenizer`` (the policy's
-                                    folder or hub id), ``batch_size``, and ``config`` (an object of
-                                    ``AresConfig`` fields, e.g. ``{"eps": 0.05}``)
+                                    folder or hub id), ``batch_size``, ``threshold``, and ``config`` (an
+                                    object of ``AresConfig`` fields, e.g. ``{"eps": 0.05}``)
 ==================================  =====================================================================  ===========
 
 A bad value (unknown kind or aggregate, JSON that does not parse or is not an object, an unknown key) is a
@@ -62,7 +62,7 @@ BACKBONE_OPTIONS_ENV = "ARES_RERANK_BACKBONE_OPTIONS"
 AGGREGATE_ENV = "ARES_RERANK_AGGREGATE"
 RERANKER_OPTIONS_ENV = "ARES_RERANK_RERANKER_OPTIONS"
 _RERANKER_OPTIONS = ("method", "step_separator", "prompt_split", "prompt_roles", "completion_roles", "chat_layout",
-                     "tokenizer", "batch_size", "config")
+                     "tokenizer", "batch_size", "threshold", "config")
 
 _default_settings: dict[str, Any] = {}
 _default: AresReranker | None = None

@@ -183,7 +183,7 @@ class RewardServer:
                             f"{type(reranker).__name__}.")
         self.reranker: Any = reranker
         self.batcher: RewardBatcher | None = None
-        self.threshold = float(reranker.config.threshold) if reranker is not None else None
+        self.threshold = float(reranker.threshold) if reranker is not None else None
         self.load_error: BaseException | None = None  # what building the reranker raised
         self.load_seconds: float | None = None  # how long building it took (0 when given built)
         self.answered = 0  # requests answered with rewards
@@ -248,7 +248,7 @@ class RewardServer:
                 self._lock.notify_all()
             return
         with self._lock:
-            self.reranker, self.threshold, self.batcher = reranker, float(reranker.config.threshold), batcher
+            self.reranker, self.threshold, self.batcher = reranker, float(reranker.threshold), batcher
             self.load_seconds = time.monotonic() - started
             draining = self._draining
             self._lock.notify_all()

@@ -153,7 +153,7 @@ class AresReward:
         with backbone_lock(reranker.backbone):
             records = reranker.score_pairs(prompts, completions, aggregate=self.aggregate, on_error=self.on_error,
                                            show_progress_bar=False)
-        return records, reranker.config.threshold
+        return records, reranker.threshold
 
     def _rewards(self, records: list[dict[str, Any]], threshold: float, kwargs: dict[str, Any]) -> list[float | None]:
         failed = [r for r in records if r["error"] and r["error"] != NO_STEPS]  # failures, not empty completions

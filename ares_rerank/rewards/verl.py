@@ -160,7 +160,7 @@ def _score_locally(prompts: Sequence[Any], responses: Sequence[str], reranker: A
         reranker = default_reranker()
     with backbone_lock(reranker.backbone):  # a backbone is not thread-safe; shared with the TRL rewards' lock
         records = reranker.score_pairs(list(prompts), list(responses), on_error="none", show_progress_bar=False)
-    return reward_answer(records, responses, reranker.config.threshold, 0.0)
+    return reward_answer(records, responses, reranker.threshold, 0.0)
 
 
 def _score_on_server(url: str, prompts: list[str], responses: Sequence[str]) -> dict[str, Any]:

@@ -61,7 +61,7 @@ def stepwise_best_of_n(
         reranker: ARES settings, backbone, aggregate, selection and answer_fn (method ``"ares"``).
         n: Candidates per prompt.
         rejection: ``"hard"``, ``"soft"`` or ``"none"`` (plain best-of-N).
-        threshold: A step with tau <= threshold stops its candidate (default: the reranker's config threshold).
+        threshold: A step with tau <= threshold stops its candidate (default: the reranker's ``threshold``).
         keep: ``"soft"``: the unstopped candidates a problem always keeps.
         num_iterations: Steps per candidate at most (also the streaming horizon); a candidate still running then is
             cut. The name beam search and DVTS use (and ``--num-iterations``).
@@ -82,7 +82,7 @@ def stepwise_best_of_n(
     check_positive(where, n=n, keep=keep, num_iterations=num_iterations)
     if rejection not in REJECTIONS:
         raise ValueError(f"{where}(rejection={rejection!r}) must be one of {list(REJECTIONS)}.")
-    threshold = reranker.config.threshold if threshold is None and isinstance(reranker, AresReranker) else threshold
+    threshold = reranker.threshold if threshold is None and isinstance(reranker, AresReranker) else threshold
     if not is_number(threshold) or not 0.0 <= float(threshold) <= 1.0:
         raise ValueError(f"{where}(threshold={threshold!r}) must be a number in [0, 1], or None for the reranker's.")
     run = SearchRun(where, generator, prompts, reranker, num_iterations, aggregate, selection, answer_fn, seed)

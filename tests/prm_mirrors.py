@@ -305,3 +305,65 @@ def pure_mirror(path: str | Path, seed: int = 2) -> Path:
     """PURE-PRM-7B: a ``Qwen2ForTokenClassification`` (2 labels; the card loads it with
     ``AutoModelForTokenClassification``) on Qwen2.5-Math-7B's tokenizer (no BOS)."""
     return trl_prm_mirror(path, bos=None, seed=seed)
+
+
+def _with_tag_token(tok: Tokenizer, tag: str) -> Tokenizer:
+    """Make ``tag`` one token, as the published vocabulary has it (Qwen2.5: ``" \\n\\n\\n\\n\\n"`` is 76325; Llama-3:
+    ``" \\n\\n\\n\\n"`` is 23535): an added token, not a special one, extracted before pre-tokenization."""
+    from tokenizers import AddedToken
+
+    tok.add_tokens([AddedToken(tag, normalized=False, special=False)])
+    return tok
+
+
+def math_psa_mirror(path: str | Path, seed: int = 3) -> tuple[Path, Path]:
+    """Math-psa: a peft LoRA adapter (``q_proj`` / ``v_proj``, ``CAUSAL_LM``) on a Qwen2.5-Math-Instruct-style causal
+    LM, whose tokenizer has ``" \\n\\n\\n\\n\\n"``, ``" +"`` and ``" -"`` as tokens. Returns ``(adapter, base)``; the
+    adapter records ``Qwen/Qwen2.5-Math-7B-Instruct`` as its base (put the base there in a hub cache to load it by id).
+    """
+    from peft import LoraConfig, get_peft_model
+    from transformers import Qwen2ForCausalLM
+
+    path = Path(path)
+    base_path, adapter_path = path / "base", path / "adapter"
+    tok = _with_tag_token(_byte_level(QWEN_SPECIAL), " \n\n\n\n\n")
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                        additional_special_tokens=["<|im_start|>", "<|im_end|>"])
+    tokenizer.chat_template = QWEN_TEMPLATE
+    for needed in (" +", " -", " \n\n\n\n\n"):
+        assert len(tokenizer.encode(needed)) == 1, needed
+    torch.manual_seed(seed)
+    base = Qwen2ForCausalLM(_qwen2_config(tokenizer, tie_word_embeddings=False))
+    base.save_pretrained(base_path)
+    tokenizer.save_pretrained(base_path)
+    lora = LoraConfig(task_type="CAUSAL_LM", r=4, lora_alpha=16, target_modules=["q_proj", "v_proj"],
+                      init_lora_weights=False)  # random A and B: the adapter changes the scores
+    model = get_peft_model(base, lora)
+    model.save_pretrained(adapter_path)
+    config = json.loads((adapter_path / "adapter_config.json").read_text())
+    config["base_model_name_or_path"] = "Qwen/Qwen2.5-Math-7B-Instruct"
+    (adapter_path / "adapter_config.json").write_text(json.dumps(config, indent=2))
+    return adapter_path, base_path
+
+
+def versaprm_mirror(path: str | Path, seed: int = 4) -> Path:
+    """VersaPRM: a Llama causal LM with a Llama-3 byte-level tokenizer that adds BOS, ``" \\n\\n\\n\\n"``, ``"+"`` and
+    ``"-"`` each one token."""
+    path = Path(path)
+    tok = _with_tag_token(_byte_level(LLAMA3_SPECIAL), " \n\n\n\n")
+    bos = tok.token_to_id("<|begin_of_text|>")
+    tok.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A",
+                                                       pair="<|begin_of_text|> $A <|begin_of_text|> $B",
+                                                       special_tokens=[("<|begin_of_text|>", bos)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>",
+                                        pad_token="<|end_of_text|>")
+    tokenizer.chat_template = LLAMA31_TEMPLATE
+    for needed in ("+", "-", " \n\n\n\n"):
+        assert len(tokenizer.encode(needed, add_special_tokens=False)) == 1, needed
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                         bos_token_id=bos, eos_token_id=tokenizer.eos_token_id)
+    LlamaForCausalLM(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path

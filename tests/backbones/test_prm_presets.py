@@ -1,5 +1,5 @@
-"""The newer layouts of known PRM kinds (ReasonFlux-PRM-7B, PURE-PRM-7B) against their authors' published code, and
-the ``window`` choice for premises that do not fit.
+"""The newer layouts of known PRM kinds (ReasonFlux-PRM-7B, PURE-PRM-7B, Math-psa, VersaPRM) against their authors'
+published code, and the ``window`` choice for premises that do not fit.
 
 As tests/backbones/test_prm_families.py does for the older families: an offline mirror of each model
 (tests/prm_mirrors.py), the published scoring code re-written here (none of it calls the project's renderers), the
@@ -13,6 +13,13 @@ way ARES renders them. The references:
   ``openrlhf/trainer/ppo_utils/experience_maker.py``, ``make_experience``: the problem's ids, then each step's ids
   followed by the ids of ``prm_step_separator = '\\n'``, read at that separator) and the card's reward
   (``probs[:, 1] - probs[:, 0]`` of the softmax at those positions), which is ``2 p - 1`` of the family's ``p``.
+- Math-psa: OpenR's reward-model path (openreasoner/openr ``reason/evaluation/evaluate.py``: ``prm_step_tag =
+  "\n\n\n\n\n "``, ``prm_format_str = "{question} {answer}"``; ``reason/inference/rm_call.replace_step_tag`` on the
+  policy's text joined by its step tag ``"\n\n"``; ``prm/infer_fns._qwen_math_infer_fn``) on the adapter loaded with
+  peft onto its base, as OpenR's and VersaPRM's scripts load it.
+- VersaPRM: mtzig/MultiDomainPRM ``evaluation/get_rewards_reasoning_step.py`` (the VersaPRM branch's text) and
+  ``evaluation/prm_models/prm_llama.LlamaPRM`` (softmax over the ``"-"`` / ``"+"`` logits, column 1, at the
+  ``" \n\n\n\n"`` tag; its hard-coded Llama-3 ids 12, 10 and 23535 are looked up by their text here).
 """
 
 from __future__ import annotations
@@ -23,12 +30,20 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from transformers import AutoModel, AutoModelForTokenClassification, AutoTokenizer
+from peft import PeftModel
+from transformers import AutoModel, AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
 
 from ares_rerank import Chain, load_backbone, score_chains
 from ares_rerank.backbones.loading import prm_family
-from ares_rerank.backbones.prms import PUREPRM, TRLPRM, QwenPRM, ReasonFluxPRM
-from prm_mirrors import QWEN_INSTRUCT_TEMPLATE, QWEN_TEMPLATE, pure_mirror, reasonflux_mirror
+from ares_rerank.backbones.prms import PUREPRM, TRLPRM, MathPSAPRM, QwenPRM, ReasonFluxPRM, VersaPRM
+from prm_mirrors import (
+    QWEN_INSTRUCT_TEMPLATE,
+    QWEN_TEMPLATE,
+    math_psa_mirror,
+    pure_mirror,
+    reasonflux_mirror,
+    versaprm_mirror,
+)
 from tiny_models import hub_cache_repo
 
 
@@ -85,6 +100,42 @@ def pure_reference(model, tokenizer, problem: str, steps: list[str]) -> tuple[li
     return input_ids.tolist(), process_reward.tolist()
 
 
+def openr_replace_step_tag(answer: str, lm_step_tag: str, step_tag: str = "\n\n\n\n\n ") -> str:
+    """OpenR's ``RewardModelCallingFunction.replace_step_tag`` (``step_tag`` is evaluate.py's ``prm_step_tag``)."""
+    splits = answer.split(lm_step_tag)
+    splits = [s.strip() for s in splits]
+    response = f" {step_tag}".join([s for s in splits if s != ""])
+    response += f" {step_tag}"
+    return response
+
+
+def math_psa_reference(model, tokenizer, question: str, steps: list[str]) -> tuple[list[int], list[float]]:
+    """OpenR: the policy's steps joined by its step tag, rendered by rm_call, read by ``_qwen_math_infer_fn``."""
+    input_str = "{question} {answer}".format(question=question, answer=openr_replace_step_tag("\n\n".join(steps),
+                                                                                           "\n\n"))
+    candidate_tokens = tokenizer.encode(" + -")
+    step_tag_id = torch.tensor([tokenizer.encode(" \n\n\n\n\n")])
+    input_id = torch.tensor([tokenizer.encode(input_str)])
+    logits = model(input_id).logits[:, :, candidate_tokens]
+    scores = logits.softmax(dim=-1)[:, :, 0]
+    mask = input_id == step_tag_id
+    return input_id[0].tolist(), scores[mask].tolist()
+
+
+def versaprm_reference(model, tokenizer, question: str, steps: list[str]) -> tuple[list[int], list[float]]:
+    """VersaPRM's evaluation text and ``LlamaPRM.__call_single``."""
+    steps = [step.strip().replace(" \n\n\n\n", "") for step in steps]
+    question = question.strip().replace(" \n\n\n\n", "")
+    steps_all = f"{question} \n\n" + "".join(f"{step} \n\n\n\n" for step in steps)
+    candidate_tokens = [tokenizer.encode("-", add_special_tokens=False)[-1],
+                        tokenizer.encode("+", add_special_tokens=False)[-1]]  # Llama-3's 12, 10
+    tag_id = tokenizer.encode(" \n\n\n\n", add_special_tokens=False)[-1]  # Llama-3's 23535
+    input_id = torch.tensor([tokenizer.encode(steps_all)])
+    logits = model(input_id).logits[:, :, candidate_tokens]
+    scores = logits.softmax(dim=-1)[:, :, 1]
+    return input_id[0].tolist(), scores[input_id == tag_id].tolist()
+
+
 # -- the mirrors, the families and their references -------------------------------------------------------------------
 def _reasonflux(root: Path, template: str = QWEN_TEMPLATE):
     path = reasonflux_mirror(root / f"reasonflux-{len(template)}", template=template)
@@ -105,10 +156,27 @@ def _pure(root: Path):
     return path, {"kind": "prm-pure"}, as_probability
 
 
+def _math_psa(root: Path):
+    adapter, base = math_psa_mirror(root / "math-psa")
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32), adapter).eval()
+    options = {"kind": "prm-math-psa", "base_model": base}
+    return adapter, options, lambda q, s: math_psa_reference(model, tokenizer, q, s)
+
+
+def _versaprm(root: Path):
+    path = versaprm_mirror(root / "versaprm")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    return path, {"kind": "prm-versaprm"}, lambda q, s: versaprm_reference(model, tokenizer, q, s)
+
+
 FAMILIES = {
     "reasonflux-math-template": (_reasonflux, ReasonFluxPRM),
     "reasonflux-instruct-template": (lambda root: _reasonflux(root, QWEN_INSTRUCT_TEMPLATE), ReasonFluxPRM),
     "pure": (_pure, PUREPRM),
+    "math-psa": (_math_psa, MathPSAPRM),
+    "versaprm": (_versaprm, VersaPRM),
 }
 
 
@@ -180,6 +248,45 @@ def test_presets_are_picked_from_their_hub_ids(tmp_path, monkeypatch):
     as_flux = load_backbone(math, kind="prm-reasonflux", device="cpu")
     assert as_qwen.encode_chain(BASE, STEPS)["input_ids"] == as_flux.encode_chain(BASE, STEPS)["input_ids"]
     assert type(load_backbone(pure_mirror(tmp_path / "local-pure"), device="cpu")) is TRLPRM  # same reading
+
+
+@torch.inference_mode()
+def test_math_psa_and_versaprm_by_hub_id_with_the_adapter_on_its_base(tmp_path, monkeypatch):
+    """Math-psa's hub id loads the adapter with peft onto Qwen2.5-Math-7B-Instruct (from the hub cache, offline): the
+    scores are the adapted model's, not the base's. VersaPRM's ids (the published evaluation's) name their family."""
+    cache = tmp_path / "hub"
+    adapter, base = math_psa_mirror(tmp_path / "psa")
+    hub_cache_repo(cache, "openreasoner/Math-psa", adapter)
+    hub_cache_repo(cache, "Qwen/Qwen2.5-Math-7B-Instruct", base)
+    for repo in ("UW-Madison-Lee-Lab/VersaPRM", "UW-Madison-Lee-Lab/Llama-PRM800K"):
+        hub_cache_repo(cache, repo, versaprm_mirror(tmp_path / repo.split("/")[1]))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    psa = load_backbone("openreasoner/Math-psa", cache_dir=cache, device="cpu", dtype="float32")
+    assert type(psa) is MathPSAPRM
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32), adapter).eval()
+    _, expected = math_psa_reference(adapted, tokenizer, question(BASE), STEPS)
+    assert psa.chain_step_probs(BASE, STEPS) == pytest.approx(expected, abs=ATOL)
+    bare = load_backbone(base, kind="prm-math-psa", device="cpu", dtype="float32")  # the base without the adapter
+    assert max(abs(a - b) for a, b in zip(bare.chain_step_probs(BASE, STEPS), expected)) > 1e-3
+    for repo in ("UW-Madison-Lee-Lab/VersaPRM", "UW-Madison-Lee-Lab/Llama-PRM800K"):
+        assert type(load_backbone(repo, cache_dir=cache, device="cpu")) is VersaPRM
+    assert prm_family("uw-madison-lee-lab/versaprm-aug") == "prm-versaprm"
+    assert prm_family("OpenReasoner/Math-PSA") == "prm-math-psa"
+
+
+@torch.inference_mode()
+def test_math_psa_reads_a_step_holding_the_policy_step_tag_at_its_last_piece(tmp_path):
+    """OpenR splits the policy's text at "\n\n": a step holding one is two pieces, each followed by a tag; the step
+    is read at its last piece's tag, which is where the reference scores that piece."""
+    path, options, reference = _math_psa(tmp_path)
+    prm = load_backbone(path, device="cpu", dtype="float32", **options)
+    steps = ["Step 1: 16 - 3 = 13 eggs left.\n\nSo 13 remain.", "Step 2: 13 - 4 = 9."]
+    ids, pieces = reference(question(BASE), steps)
+    assert len(pieces) == 3 and prm.encode_chain(BASE, steps)["input_ids"] == ids
+    assert prm.chain_step_probs(BASE, steps) == pytest.approx([pieces[1], pieces[2]], abs=ATOL)
+    with pytest.raises(ValueError, match="empty once split"):
+        prm.encode_chain(BASE, ["\n\n", "Step 2."])
 
 
 # -- the window choice ------------------------------------------------------------------------------------------------

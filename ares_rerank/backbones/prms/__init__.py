@@ -9,6 +9,9 @@ folder. docs/PRMS.md has the table: family, hub ids, the call, what is read, how
 - ``prm-qwen`` (:class:`QwenPRM`): Qwen2.5-Math-PRM (``Qwen2ForProcessRewardModel``), loaded natively;
 - ``prm-reasonflux`` (:class:`ReasonFluxPRM`): ReasonFlux-PRM-7B, the Qwen layout without the system turn;
 - ``prm-math-shepherd`` (:class:`MathShepherdPRM`): Math-Shepherd (Mistral, ``ки`` tags, ``+`` / ``-``);
+- ``prm-math-psa`` (:class:`MathPSAPRM`): OpenR's Math-psa (a LoRA adapter on Qwen2.5-Math-7B-Instruct,
+  ``" \n\n\n\n\n"`` tags, ``" +"`` / ``" -"``);
+- ``prm-versaprm`` (:class:`VersaPRM`): VersaPRM (Llama-3.1, ``" \n\n\n\n"`` tags, ``"+"`` / ``"-"``);
 - ``prm-rlhflow`` (:class:`RLHFlowPRM`): RLHFlow's Llama-3.1 PRMs (each step a user turn answered ``+``);
 - ``prm-skywork`` (:class:`SkyworkPRM`): Skywork-o1-Open-PRM (Qwen2.5 + value head), loaded natively;
 - ``prm-trl`` (:class:`TRLPRM`): token classifiers trained with TRL's PRMTrainer;
@@ -26,11 +29,13 @@ from .base import PRMBackbone, encode_spans, positive_class_probs, sigmoid_probs
 from .eurus import EurusPRM
 from .generic import QWEN_PRM_SYSTEM_PROMPT, CausalPRM, StepTagPRM, render_prm_text
 from .implicit import ImplicitPRM
+from .math_psa import MathPSAPRM
 from .math_shepherd import MathShepherdPRM
 from .qwen import QwenPRM, ReasonFluxPRM
 from .rlhflow import RLHFlowPRM
 from .skywork import SkyworkPRM
 from .trl import PUREPRM, TRLPRM
+from .versaprm import VersaPRM
 
 
 __all__ = [
@@ -38,6 +43,7 @@ __all__ = [
     "CausalPRM",
     "EurusPRM",
     "ImplicitPRM",
+    "MathPSAPRM",
     "MathShepherdPRM",
     "PRMBackbone",
     "PUREPRM",
@@ -47,6 +53,7 @@ __all__ = [
     "SkyworkPRM",
     "StepTagPRM",
     "TRLPRM",
+    "VersaPRM",
     "encode_spans",
     "positive_class_probs",
     "render_prm_text",

@@ -2,13 +2,15 @@
 (:mod:`ares_rerank.training.adapt`).
 
 Examples:
-    ares-rerank adapt default --chains_file mine.jsonl --output_dir runs/my-head
-    ares-rerank adapt you/ares-head --chains_file mine.jsonl --output_dir runs/my-head --max_steps 300
+    ares-rerank adapt default --chains-file mine.jsonl --output-dir runs/my-head
+    ares-rerank adapt you/ares-head --chains-file mine.jsonl --output-dir runs/my-head --max-steps 300
 
 The head's LoRA rank, premise selection, window and calibration method come from the head; every batch replays
 pairs of the mix it was trained on (``--replay_share``) against forgetting. Prints a before / after table of
 your held-out chains and the head's own held-out pairs, and saves ``<output_dir>/head`` (load it with
-``load_backbone``) with a card that records the adaptation. ``--help`` after the head lists every option.
+``load_backbone``) with a card that records the adaptation. ``--help`` after the head lists every option; each is
+spelled with dashes (``--output-dir``, as every command spells it) or underscores (``--output_dir``, as TRL writes
+it): ``HfArgumentParser`` takes both.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("head", metavar="HEAD", help="default (the shipped head), a head folder, or a hub id.")
     parser.add_argument("args", nargs=argparse.REMAINDER,
-                        help="--chains_file FILE --output_dir DIR [--field value ...]")
+                        help="--chains-file FILE --output-dir DIR [--field-name value ...] (or --output_dir ...)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,14 +1,15 @@
 """``ares-rerank train``: fine-tune an entailment head or a PRM head (:mod:`ares_rerank.training`).
 
 Examples:
-    ares-rerank train head --chains_file chains.jsonl --output_dir runs/my-head --max_steps 200
-    ares-rerank train head my_config.yaml --max_steps 50 --output_dir /tmp/try
-    ares-rerank train prm --model_name_or_path path/to/qwen --dataset rows.jsonl --output_dir runs/prm
+    ares-rerank train head --chains-file chains.jsonl --output-dir runs/my-head --max-steps 200
+    ares-rerank train head my_config.yaml --max-steps 50 --output-dir /tmp/try
+    ares-rerank train prm --model-name-or-path path/to/qwen --dataset rows.jsonl --output-dir runs/prm
 
 Everything after the target goes to :func:`ares_rerank.training.head.main` / :func:`ares_rerank.training.prm.main`:
-an optional YAML config first, then ``--field value`` flags of their argument dataclasses (``--help`` lists them).
-Checkpoints, logs and the trained head are written under ``--output_dir``. The recipe of the shipped default head
-is in the source checkout (``python -m training.train_default_head``).
+an optional YAML config first, then ``--field-name value`` flags of their argument dataclasses (``--help`` lists
+them; ``HfArgumentParser`` takes each with dashes or underscores: ``--output-dir``, as every command spells it, or
+``--output_dir``, as TRL writes it). Checkpoints, logs and the trained head are written under ``--output-dir``.
+The recipe of the shipped default head is in the source checkout (``python -m training.train_default_head``).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from __future__ import annotations
 from ares_rerank.data.claimtrees import ClaimTreesTemplates
 
 
-__all__ = ["UNSEEN_WORDINGS"]
+__all__ = ["UNSEEN_WORDINGS", "generated_wording"]
 
 UNSEEN_WORDINGS: dict[str, ClaimTreesTemplates] = {
     "ratified": ClaimTreesTemplates(
@@ -33,3 +33,33 @@ UNSEEN_WORDINGS: dict[str, ClaimTreesTemplates] = {
         step="{q} is kindled: kindling {p} ignites {q}, and {p} is kindled.",
     ),
 }
+
+
+# A generator of further coherent wordings, written on 2026-12-02 after the defaults of adapt's guard (issue 51:
+# 40 guard chains, 24 check chains, bound 0.02) were fixed and before any head was measured on them: no default was
+# chosen on any of its wordings. Each seed draws a verb (words of 10+ letters or rare ones, outside the random
+# wordings' vocabulary of 3-9 letter words and every training form), a rule, fact and step shape and a connective.
+_VERBS = (("consecrating", "consecrates", "consecrated"), ("bequeathing", "bequeaths", "bequeathed"),
+          ("emblazoning", "emblazons", "emblazoned"), ("vouchsafing", "vouchsafes", "vouchsafed"),
+          ("promulgating", "promulgates", "promulgated"), ("countersigning", "countersigns", "countersigned"),
+          ("transmuting", "transmutes", "transmuted"), ("enshrining", "enshrines", "enshrined"))
+_CONNECTIVES = ("ergo", "thereupon", "forthwith", "whereby")
+_RULES = ("{G} {{p}} {V} {{q}}.", "Any {{p}} {E} {V} {{q}}.")
+_FACTS = ("{{p}} is {E}.", "{{p}} has been {E}.")
+_STEPS = ("{C}, {{q}} is {E}: {{p}} is {E} and {g} {{p}} {V} {{q}}.",
+          "{{p}} being {E}, and {g} {{p}} {V} {{q}}, {C} {{q}} is {E}.",
+          "{G} {{p}} {V} {{q}}; {{p}} is {E}, {C} {{q}} is {E}.")
+
+
+def generated_wording(seed: int) -> ClaimTreesTemplates:
+    """A coherent unseen wording (rule, fact and step in one verb), deterministic in ``seed`` (0, 1, 2, ...)."""
+    import random
+
+    rng = random.Random(f"generated-wording-{seed}")
+    gerund, third, participle = rng.choice(_VERBS)
+    words = {"G": gerund.capitalize(), "g": gerund, "V": third, "E": participle, "C": rng.choice(_CONNECTIVES)}
+    fact = rng.choice(_FACTS).format(**words)
+    rule, step = rng.choice(_RULES).format(**words), rng.choice(_STEPS).format(**words)
+    if fact.endswith("has been " + participle + "."):  # the step says what the fact says
+        step = step.replace("is " + participle, "has been " + participle)
+    return ClaimTreesTemplates(rule=rule, fact=fact, step=step[0].upper() + step[1:])

@@ -117,13 +117,17 @@ def _adaptation(adaptation: dict[str, Any]) -> str:
     each = (f"; {max(sources.values())} from each of {', '.join(sources)}" if len(set(sources.values())) == 1 else
             "; by source: " + ", ".join(f"{n} {source}" for source, n in sources.items()) if sources else "")
     weight = (adaptation.get("arguments") or {}).get("adapted_weight", 1.0)
+    check = adaptation.get("forgetting_check") or {}
+    weight = check.get("adapted_weight", weight)  # the weight a failed forgetting check backed off to, if it did
     text = (f"Adapted from `{adaptation.get('head', '?')}` on {sum(chains.values())} labelled chains of `{source}` "
             f"({chains.get('train', 0)} trained on, {chains.get('val', 0)} for the calibration, "
             f"{chains.get('heldout', 0)} held out) with `ares-rerank adapt`, "
             + (f"replaying {replay.get('pairs', 0)} pairs of {replay.get('chains', 0)} chains of the generated mix the "
                f"head was trained on ({replay.get('share', 0):.0%} of each batch{each})" if replay.get("pairs")
                else "without replay")
-            + (f", then averaged with the head's own weights ({weight:.0%} adapted)" if weight < 1 else "") + ".")
+            + (f", then averaged with the head's own weights ({weight:.0%} adapted)" if weight < 1 else "")
+            + (f" (backed off from {check['tries'][0][0]:.0%}: the forgetting check lost more than {check['bound']:g} "
+               "there)" if check.get("backed_off") else "") + ".")
     report = adaptation.get("report") or {}
     rows = [f"| {name} ({entry.get('size', '')}) | {key} | {entry['before'][key]:.3f} | {entry['after'][key]:.3f} |"
             for name, entry in (report.get("sets") or {}).items() for key in entry.get("before", {})

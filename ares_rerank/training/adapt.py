@@ -73,6 +73,20 @@ class AdaptArguments:
                 "limit makes steps cheaper but leaves out the long pairs (the shipped head's recipe chains, up to "
                 "512 tokens), and what is not replayed drifts: at 800 the held-out recipes lost 0.04 at the threshold "
                 "0.5 (measured with the earlier draw by pairs)."})
+    guard_chains: int = field(default=40, metadata={
+        "help": "Chains in wordings drawn fresh for this run (half random, half composed; none of the head's mix) "
+                "replayed beside the mix and fitted to what the head said about them before adapting, so that it "
+                "keeps its behaviour on wordings neither your chains nor its mix show (0 = none)."})
+    check_chains: int = field(default=24, metadata={
+        "help": "Chains in other fresh wordings, never trained on, for the forgetting check: their ARES macro-F1 at "
+                "0.5 before and after is in the table (0 = no check)."})
+    forgetting_bound: float = field(default=0.02, metadata={
+        "help": "The largest drop of the forgetting check's macro-F1 that holds; past it, adapt backs off (see "
+                "--on_forgetting)."})
+    on_forgetting: str = field(default="back_off", metadata={
+        "help": "What a failed forgetting check does: 'back_off' (average closer to the head's own weights, "
+                "adapted_weight x 0.7, 0.5, 0.35, 0.2, 0, until it holds; the report names the weight kept) or "
+                "'warn' (keep the weights and say so).", "choices": ["back_off", "warn"]})
     recalibrate: bool = field(default=False, metadata={
         "help": "Refit the calibration (the head's method) on the val pairs of your chains and of the head's own "
                 "mix. Off by default: training reads the head's own calibration, which then stays valid for what "
@@ -101,12 +115,18 @@ class AdaptArguments:
             raise ValueError("chains_file is required: pass --chains_file mine.jsonl (labelled chains, one per line).")
         if not self.output_dir:
             raise ValueError("output_dir is required: pass --output_dir runs/my-head (the head goes to head/ there).")
-        for name, low in (("max_steps", 1), ("batch_size", 1), ("replay_chains", 1), ("replay_max_chars", 0)):
+        for name, low in (("max_steps", 1), ("batch_size", 1), ("replay_chains", 1), ("replay_max_chars", 0),
+                          ("guard_chains", 0), ("check_chains", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{name}={value!r} must be an integer >= {low}.")
         if not math.isfinite(self.learning_rate) or self.learning_rate <= 0:
             raise ValueError(f"learning_rate={self.learning_rate} must be a finite number > 0, e.g. 2e-4.")
+        if not math.isfinite(self.forgetting_bound) or not 0.0 <= self.forgetting_bound < 1.0:
+            raise ValueError(f"forgetting_bound={self.forgetting_bound} must lie in [0, 1), e.g. 0.02 (macro-F1).")
+        if self.on_forgetting not in ("back_off", "warn"):
+            raise ValueError(f"on_forgetting={self.on_forgetting!r} must be 'back_off' (average back toward the "
+                             "head's own weights until the check holds) or 'warn'.")
         if self.replay_target not in ("head", "labels"):
             raise ValueError(f"replay_target={self.replay_target!r} must be 'head' (the head's own probabilities) or "
                              "'labels' (gold labels).")
@@ -250,6 +270,27 @@ def _replay_parts(mix: MixArguments | None, args: AdaptArguments) -> dict[str, A
             "sources": {source: len(picked) for source, picked in chosen.items()}}
 
 
+def _guard(mix: MixArguments | None, settings: dict[str, Any], args: AdaptArguments,
+           replay: dict[str, Any]) -> tuple[list[Chain], int]:
+    """Add the guard pairs (:mod:`.guard`: chains in wordings drawn for this run) to ``replay`` as sources of their
+    own, as many pairs from each as from each source of the mix; return the forgetting check's chains and how many
+    guard chains were drawn. The wordings of the replayed chains are left out of both (a random wording of the mix
+    could recur only by a 1-in-2^31 draw)."""
+    from .guard import fresh_wording_chains, guard_pairs
+
+    used = sorted({cid.split("-")[2] for cid in replay["chains"] if cid.startswith("mix-") and cid.count("-") >= 3})
+    check = fresh_wording_chains(mix, args.check_chains, args.seed, "check", used)
+    if args.replay_share == 0 or not args.guard_chains:
+        return check, 0
+    chains = fresh_wording_chains(mix, args.guard_chains, args.seed, "guard", used)
+    selection = mix.premise_selection if mix is not None else settings["premise_selection"]
+    per_source = max(replay["sources"].values()) if replay["sources"] else None
+    for source, picked in guard_pairs(chains, mix, selection, args.seed, per_source).items():
+        replay["train"] += picked
+        replay["sources"][source] = len(picked)
+    return check, len(chains)
+
+
 def adapt_head(head: str | Path = "default", chains_file: str | Path | None = None,
                output_dir: str | Path | None = None, **kwargs: Any) -> AdaptedHead:
     """Continue ``head`` on the labelled chains of ``chains_file`` and save it to ``output_dir/head``.
@@ -269,7 +310,7 @@ def adapt_head(head: str | Path = "default", chains_file: str | Path | None = No
 
 def run_adaptation(head: str, args: AdaptArguments) -> AdaptedHead:
     """:func:`adapt_head` on parsed arguments (what the command calls)."""
-    from .adapt_steps import train_and_measure
+    from .adapt_steps import forgetting_note, train_and_measure
 
     start, cpu = time.time(), time.process_time()
     folder = resolve_head(head, args.revision, args.cache_dir)
@@ -305,16 +346,21 @@ def run_adaptation(head: str, args: AdaptArguments) -> AdaptedHead:
                       "lora_r": settings["lora_r"], "premise_selection": selection,
                       "max_length": settings["max_length"], "calibration": settings["calibration_method"]}),
           flush=True)
+    check, guarded = _guard(mix, settings, args, replay)
     rows = {"train": pairs["train"], "replay": replay["train"], "val": pairs["val"] + replay["val"],
             "heldout": pairs["heldout"], "head_test": replay["test"]}
-    adapted = train_and_measure(folder, settings, args, rows, user["heldout"])
+    adapted = train_and_measure(folder, settings, args, rows, user["heldout"], check)
+    note = forgetting_note(adapted["report"]["forgetting_check"]) if "forgetting_check" in adapted["report"] else None
+    if note:
+        print(note, file=sys.stderr, flush=True)
     adaptation = {"head": head, "chains_file": str(args.chains_file), "chains": {k: len(v) for k, v in user.items()},
                   "pairs": {k: len(v) for k, v in pairs.items()}, "replay": {
                       "share": args.replay_share if replay["train"] else 0.0, "pairs": len(replay["train"]),
                       "chains": len(replay["chains"]), "sources": replay["sources"],
-                      "mix": asdict(mix) if mix else None},
+                      "mix": asdict(mix) if mix else None, "guard_chains": guarded},
                   "arguments": {k: v for k, v in asdict(args).items()
                                 if k not in ("chains_file", "output_dir", "data_dir", "cache_dir")},  # no local folders
+                  "forgetting_check": adapted["report"].get("forgetting_check"),
                   "report": adapted["report"], "wall_seconds": round(time.time() - start, 1),
                   "cpu_seconds": round(time.process_time() - cpu, 1)}
     from .adapt_steps import save_adapted

@@ -22,8 +22,8 @@ from typing import Any, Sequence
 from ..chain import Chain
 
 
-__all__ = ["ares_f1_at_half", "average_weights", "batch_plan", "entailment_log_odds", "save_adapted",
-           "train_and_measure"]
+__all__ = ["ares_f1_at_half", "average_weights", "batch_plan", "blend_weights", "entailment_log_odds",
+           "forgetting_note", "save_adapted", "train_and_measure"]
 
 # The fixed threshold of the reported ARES macro-F1 (a step is flagged when its score is at most this).
 THRESHOLD = 0.5
@@ -195,11 +195,65 @@ def _train(head: Any, args: Any, user: list[dict[str, Any]], replay: list[dict[s
             "final_loss": sum(losses[-10:]) / len(losses[-10:]), "train_seconds": round(time.monotonic() - start, 1)}
 
 
+def blend_weights(model: Any, initial: dict[str, Any], trained: dict[str, Any], weight: float) -> None:
+    """Set every parameter named in ``initial`` to ``weight * trained + (1 - weight) * initial``, in place (the
+    averaging of :func:`average_weights`, redone from the trained values for each weight the back-off tries)."""
+    import torch
+
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name in initial:
+                param.copy_(initial[name].to(param.device) * (1.0 - weight) + trained[name].to(param.device) * weight)
+
+
+def _forgetting_check(model: Any, initial: dict[str, Any], scored: Any, check: list[Chain], before: float,
+                      args: Any) -> dict[str, Any]:
+    """Measure the check chains after training at ``args.adapted_weight`` and, with ``on_forgetting="back_off"``,
+    lower the weight until the drop is within ``args.forgetting_bound`` (:func:`~ares_rerank.training.guard.back_off`);
+    the model is left at the weight kept. ``initial``: the trained parameters' values before training."""
+    from .guard import back_off
+
+    trained = {name: p.detach().clone() for name, p in model.named_parameters() if name in initial}
+
+    def blend(weight: float) -> None:
+        blend_weights(model, initial, trained, weight)
+
+    def measure() -> float:
+        return ares_f1_at_half(check, scored)
+
+    if args.on_forgetting == "back_off":
+        result = back_off(args.adapted_weight, blend, measure, before, args.forgetting_bound)
+    else:
+        blend(args.adapted_weight)
+        score = measure()
+        result = {"adapted_weight": args.adapted_weight, "held": before - score <= args.forgetting_bound,
+                  "tries": [[args.adapted_weight, score]], "score": score}
+    result.update(before=before, bound=args.forgetting_bound, action=args.on_forgetting,
+                  backed_off=result["adapted_weight"] != args.adapted_weight)
+    return result
+
+
+def forgetting_note(check: dict[str, Any]) -> str | None:
+    """One line on what a forgetting check did (``None`` when it held at the weight asked for)."""
+    if check["held"] and not check["backed_off"]:
+        return None
+    tried = ", ".join(f"{w:g}: {s:.3f}" for w, s in check["tries"])
+    if check["backed_off"] and check["held"]:
+        kept = ("the head's own weights (nothing adapted)" if check["adapted_weight"] == 0 else
+                f"adapted_weight {check['adapted_weight']:g}")
+        return (f"note: the forgetting check (ARES macro-F1 at 0.5 of fresh wordings, {check['before']:.3f} before) "
+                f"lost more than {check['bound']:g} at adapted_weight {check['tries'][0][0]:g}; backed off to {kept} "
+                f"(tried {tried}). --on_forgetting warn keeps the weights; --forgetting_bound sets the bound.")
+    return (f"note: the forgetting check (ARES macro-F1 at 0.5 of fresh wordings) fell from {check['before']:.3f} by "
+            f"more than {check['bound']:g} (tried {tried}); the head forgets there. --on_forgetting back_off averages "
+            "back toward the head's own weights until it holds.")
+
+
 def train_and_measure(folder: Path, settings: dict[str, Any], args: Any, rows: dict[str, list[dict[str, Any]]],
-                      heldout: list[Chain]) -> dict[str, Any]:
+                      heldout: list[Chain], check: list[Chain] | None = None) -> dict[str, Any]:
     """Continue the head on ``rows["train"]`` mixed with ``rows["replay"]``, measure the check sets before and
-    after, and refit the calibration on ``rows["val"]`` when ``args.recalibrate`` (see
-    :mod:`ares_rerank.training.adapt`)."""
+    after (``check``: the forgetting check's chains, see :mod:`~ares_rerank.training.guard`), and refit the
+    calibration on ``rows["val"]`` when ``args.recalibrate`` (see :mod:`ares_rerank.training.adapt`)."""
     from transformers import set_seed
 
     from ..backbones.nli import EntailmentHead
@@ -216,10 +270,16 @@ def train_and_measure(folder: Path, settings: dict[str, Any], args: Any, rows: d
                             cache_size=0, premise_selection=settings["premise_selection"],
                             max_length=settings["max_length"])
     before, _ = _measure((head, scored), settings, rows, heldout, before=True)
-    averaged = args.adapted_weight < 1.0  # then the trained weights' values before training are kept to average with
+    check = check or []
+    check_before = ares_f1_at_half(check, scored) if check else None
+    # the trained weights' values before training, to average with (and to back off toward)
+    averaged = args.adapted_weight < 1.0 or bool(check)
     initial = {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad and averaged}
     training = _train(head, args, rows["train"], rows["replay"])
-    if averaged:
+    forgetting = None
+    if check:
+        forgetting = _forgetting_check(model, initial, scored, check, check_before, args)
+    elif averaged:
         average_weights(model, initial, args.adapted_weight)
     fitted = None
     if args.recalibrate:
@@ -233,6 +293,11 @@ def train_and_measure(folder: Path, settings: dict[str, Any], args: Any, rows: d
     titles = {"heldout": "your held-out chains", "head_test": "the head's own test split"}
     report = {"sets": {titles[k]: {"size": sizes[k], "before": before[k], "after": after[k]} for k in before},
               **training}
+    if forgetting is not None:
+        report["sets"]["fresh wordings, never trained on (forgetting check)"] = {
+            "size": f"{len(check)} chains", "before": {"ARES macro-F1 at 0.5": forgetting["before"]},
+            "after": {"ARES macro-F1 at 0.5": forgetting["score"]}}
+        report["forgetting_check"] = forgetting
     return {"model": model, "tokenizer": tokenizer, "fitted": fitted, "scale": (scored.temperature, scored.bias),
             "test": test, "report": report, "base_model": hargs.base_model}
 

@@ -42,8 +42,10 @@ def test_adapt_command_continues_a_head_with_replay_and_saves_it_with_its_card(t
     chains = _write_chains(tmp_path / "mine.jsonl")
     out = tmp_path / "adapted"
     capsys.readouterr()
+    # the fresh wordings' guard and forgetting check are left out here (tests/training/test_adapt_guard.py has them)
+    fresh = ["--guard_chains", "0", "--check_chains", "0"]
     assert main(["adapt", str(head), "--chains_file", str(chains), "--output_dir", str(out), "--max_steps", "3",
-                 "--batch_size", "4", "--replay_chains", "6", "--progress", "false"]) == 0
+                 "--batch_size", "4", "--replay_chains", "6", "--progress", "false", *fresh]) == 0
     printed = capsys.readouterr().out
     assert "your held-out chains" in printed and "the head's own test split" in printed and "before" in printed
 
@@ -91,7 +93,7 @@ def test_adapt_command_continues_a_head_with_replay_and_saves_it_with_its_card(t
     again = tmp_path / "again"
     assert main(["adapt", str(saved), "--chains_file", str(chains), "--output_dir", str(again), "--max_steps", "1",
                  "--batch_size", "4", "--replay_chains", "3", "--progress", "false", "--recalibrate", "true",
-                 "--replay_target", "labels"]) == 0
+                 "--replay_target", "labels", *fresh]) == 0
     refit = json.loads((again / "head" / "ares_calibration.json").read_text())
     second = refit["adaptation"]
     assert second["replay"]["chains"] == 3 and second["replay"]["mix"]["num_chains"] == 24
@@ -103,7 +105,8 @@ def test_adapt_command_continues_a_head_with_replay_and_saves_it_with_its_card(t
     # --replay_max_chars drops long pairs after the even draw: each source replays at most what it did without it
     short = tmp_path / "short"
     assert main(["adapt", str(head), "--chains_file", str(chains), "--output_dir", str(short), "--max_steps", "1",
-                 "--batch_size", "4", "--replay_chains", "6", "--progress", "false", "--replay_max_chars", "150"]) == 0
+                 "--batch_size", "4", "--replay_chains", "6", "--progress", "false", "--replay_max_chars", "150",
+                 *fresh]) == 0
     limited = json.loads((short / "head" / "ares_calibration.json").read_text())["adaptation"]["replay"]
     assert set(limited["sources"]) == set(sources) and all(0 < n <= sources[k] for k, n in limited["sources"].items())
     assert 0 < limited["pairs"] == sum(limited["sources"].values()) < adaptation["replay"]["pairs"]

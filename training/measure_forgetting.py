@@ -1,0 +1,162 @@
+"""Measure what ``ares-rerank adapt`` keeps on wordings nobody tuned to: the previous defaults and the guarded ones,
+side by side in one run (issue 51).
+
+    python -m training.measure_forgetting --out /tmp/forgetting --threads 2 --seeds 0,1,2
+    python -m training.measure_forgetting --out /tmp/f --seeds 0 --n 20 --lengths 7 --max_steps 20   # reduced
+
+Per seed: 50 labelled chains (lengths 5-16, generator indices from 20,000 + 1,000 seed) of a target wording drawn by
+:func:`training.unseen_wordings.generated_wording` (a generator written after the guard's defaults were fixed; no
+default was chosen on any of its wordings), adapted from the shipped head twice with the same seed: ``before`` = the
+previous defaults (no fresh-wording guard, no forgetting check: ``guard_chains=0, check_chains=0``), ``after`` = the
+command's defaults. Then the shipped head and both adapted heads under ARES (prior 1, auto mode; 5-fold CV macro-F1
+and at the threshold 0.5) on the first ``n`` evaluation chains (generator indices 0..n-1) of: the target wording at
+each of ``--lengths``, a second generated wording not in the 50 chains (L = 10), the paper's wording (L = 10) and,
+with ``--recipes``, the held-out recipe graphs. Prints per-seed rows and mean +- spread (max - min over seeds) per
+set, with the adapt wall times and the load average; writes ``results.json`` after every measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Sequence
+
+from ares_rerank.utils.io import write_atomic
+
+
+__all__ = ["CONFIGS", "main", "measure_set", "summary_table"]
+
+# The adapt keywords of each column; "after" is the command's defaults.
+CONFIGS: dict[str, dict[str, Any]] = {"before": {"guard_chains": 0, "check_chains": 0}, "after": {}}
+TRAIN_LENGTHS = (5, 6, 8, 10, 12, 16)
+FIRST_INDEX = 20_000
+
+
+def _write_chains(path: Path, templates: Any, seed: int, n: int = 50) -> Path:
+    from ares_rerank.data import load_claimtrees
+
+    lines = []
+    for i in range(n):
+        chain = load_claimtrees(1, TRAIN_LENGTHS[i % len(TRAIN_LENGTHS)], start=FIRST_INDEX + 1000 * seed + i,
+                                templates=templates)[0]
+        lines.append(json.dumps({"id": f"target-{i}", "base_claims": list(chain.base_claims),
+                                 "steps": list(chain.steps), "labels": list(chain.labels)}))
+    write_atomic(path, "\n".join(lines) + "\n")
+    return path
+
+
+def measure_set(chains: list[Any], backbone: Any) -> dict[str, float]:
+    """ARES (prior 1, auto mode) CV macro-F1 and macro-F1 at the threshold 0.5 of ``chains``."""
+    from ares_rerank.estimator.config import AresConfig
+    from ares_rerank.evaluation.protocol import cross_validate, macro_prf
+    from ares_rerank.scoring import score_chains
+
+    scores = score_chains(chains, backbone, method="ares", config=AresConfig(prior=1.0, mode="auto"),
+                          show_progress_bar=False)
+    labels = [list(c.labels) for c in chains]
+    flat = [x for s in scores for x in s.step_scores]
+    return {"cv": cross_validate([s.step_scores for s in scores], labels).f1,
+            "at_0.5": macro_prf([y for row in labels for y in row], [int(x <= 0.5) for x in flat])[2]}
+
+
+def _sets(target: Any, other: Any, lengths: Sequence[int], n: int, recipes: bool) -> dict[str, list[Any]]:
+    from ares_rerank.data import load_claimtrees, load_recipes
+    from ares_rerank.training.mix import HELDOUT_RECIPES
+
+    sets = {f"target wording, L = {k}": load_claimtrees(n, k, templates=target) for k in lengths}
+    sets["other wording, L = 10"] = load_claimtrees(n, 10, templates=other)
+    sets["paper wording, L = 10"] = load_claimtrees(n, 10)
+    if recipes:
+        sets["held-out recipes"] = [c for c in load_recipes(100) if c.meta["recipe"] in HELDOUT_RECIPES]
+    return sets
+
+
+def summary_table(results: dict[str, Any]) -> str:
+    """Mean +- spread (max - min) over seeds of every set and head: CV macro-F1, and at 0.5 in brackets."""
+    heads = ("shipped", *CONFIGS)
+    lines = ["| set | " + " | ".join(f"{h} head" if h == "shipped" else f"adapted, {h}" for h in heads) + " |",
+             "| --- |" + " --- |" * len(heads)]
+    names = list(dict.fromkeys(name for seed in results.values() for name in seed.get("sets", {})))
+    for name in names:
+        cells = []
+        for head in heads:
+            got = [seed["sets"][name][head] for seed in results.values() if head in seed.get("sets", {}).get(name, {})]
+            if not got:
+                cells.append("-")
+                continue
+            cv, fixed = [g["cv"] for g in got], [g["at_0.5"] for g in got]
+            cells.append(f"{sum(cv) / len(cv):.3f} ± {max(cv) - min(cv):.3f} ({sum(fixed) / len(fixed):.3f} ± "
+                         f"{max(fixed) - min(fixed):.3f})")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m training.measure_forgetting", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="Folder for the chains, the adapted heads and results.json.")
+    parser.add_argument("--seeds", default="0,1,2", help="Comma-separated seeds (training chains and adapt --seed).")
+    parser.add_argument("--target", type=int, default=0, help="generated_wording seed of the adapted-to wording.")
+    parser.add_argument("--other", type=int, default=1, help="generated_wording seed of the second wording.")
+    parser.add_argument("--n", type=int, default=100, help="Evaluation chains per set.")
+    parser.add_argument("--lengths", default="7,25", help="Lengths of the target wording's evaluation sets.")
+    parser.add_argument("--recipes", action="store_true", help="Also the held-out recipe graphs (needs the data).")
+    parser.add_argument("--max_steps", type=int, default=None, help="adapt --max_steps for both (default: its own).")
+    parser.add_argument("--data_dir", default=None, help="adapt --data_dir (the folder holding recipe_graphs/).")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = default).")
+    args = parser.parse_args(argv)
+    if args.n < 5:
+        parser.error(f"--n {args.n}: at least 5 chains per set (the CV has 5 folds).")
+    if args.threads > 0:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    from ares_rerank.backbones.loading import load_backbone
+    from ares_rerank.training.adapt import adapt_head
+    from training.unseen_wordings import generated_wording
+
+    target, other = generated_wording(args.target), generated_wording(args.other)
+    out = Path(args.out)
+    sets = _sets(target, other, [int(k) for k in args.lengths.split(",") if k], args.n, args.recipes)
+    shipped = load_backbone("default", kind="nli", device="cpu")
+    record: dict[str, Any] = {"target": asdict(target), "other": asdict(other), "n": args.n, "seeds": {},
+                              "max_steps": args.max_steps, "shipped": {}}
+    extra = {"max_steps": args.max_steps} if args.max_steps else {}
+    for name, chains in sets.items():  # the shipped head once: its scores do not depend on the seed
+        record["shipped"][name] = measure_set(chains, shipped)
+        print("shipped", name, record["shipped"][name], flush=True)
+        write_atomic(out / "results.json", json.dumps(record, indent=2) + "\n")
+    for seed in [int(s) for s in args.seeds.split(",") if s]:
+        chains_file = _write_chains(out / f"target-50-seed{seed}.jsonl", target, seed)
+        entry: dict[str, Any] = {"sets": {name: {"shipped": record["shipped"][name]} for name in sets}, "adapt": {}}
+        record["seeds"][str(seed)] = entry
+        for label, config in CONFIGS.items():
+            start, load = time.time(), os.getloadavg()[0]
+            adapted = adapt_head("default", chains_file, out / f"seed{seed}-{label}", overwrite_output_dir=True,
+                                 torch_threads=args.threads, seed=seed, data_dir=args.data_dir, progress=False,
+                                 **config, **extra)
+            entry["adapt"][label] = {"wall_seconds": round(time.time() - start, 1), "load_average_at_start": load,
+                                     "load_average_at_end": os.getloadavg()[0],
+                                     "forgetting_check": adapted.report.get("forgetting_check")}
+            backbone = load_backbone(str(adapted.folder), kind="nli", device="cpu")
+            for name, chains in sets.items():
+                entry["sets"][name][label] = measure_set(chains, backbone)
+                print(f"seed {seed} {label}", name, entry["sets"][name][label], flush=True)
+                write_atomic(out / "results.json", json.dumps(record, indent=2) + "\n")
+    table = summary_table(record["seeds"])
+    walls = {label: [s["adapt"][label]["wall_seconds"] for s in record["seeds"].values() if label in s["adapt"]]
+             for label in CONFIGS}
+    note = (f"\n\n{len(record['seeds'])} seed(s), {args.n} chains per set; adapt wall seconds "
+            + "; ".join(f"{k}: {v}" for k, v in walls.items()) + f"; load average now {os.getloadavg()[0]:.1f} on "
+            f"{os.cpu_count()} cores. CV macro-F1 mean ± spread (max - min), at the threshold 0.5 in brackets.")
+    write_atomic(out / "results.md", table + note + "\n")
+    print(table + note)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,4 +1,4 @@
-"""What the served backbones share beyond the HTTP client (:mod:`ares_rerank.utils.http`, re-exported here): checked
+"""What the served backbones share beyond the HTTP client (:mod:`ares_rerank.utils.http`, importable from here): checked
 numbers from an answer, the served model's card and window, scoring in bounded requests, a bounded thread map.
 """
 
@@ -8,37 +8,27 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence, TypeVar
 
-from ..utils.http import (
-    DEFAULT_MAX_RESPONSE_BYTES,
-    DEFAULT_TOTAL_TIMEOUT,
-    MAX_CONCURRENCY,
-    RETRY_STATUSES,
-    InsecureCredentialsWarning,
-    JsonClient,
-    ServerError,
-    ServerResponseError,
-    check_concurrency,
-    is_outage,
-)
+from ..utils import http
+from ..utils.http import JsonClient, ServerResponseError
 
 
 __all__ = [
-    "DEFAULT_MAX_RESPONSE_BYTES",
-    "DEFAULT_TOTAL_TIMEOUT",
-    "MAX_CONCURRENCY",
-    "RETRY_STATUSES",
-    "InsecureCredentialsWarning",
-    "JsonClient",
-    "ServerError",
-    "ServerResponseError",
-    "check_concurrency",
     "finite_number",
-    "is_outage",
     "map_bounded",
     "model_card",
     "score_in_requests",
     "served_model_and_window",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The HTTP client's names, moved to :mod:`ares_rerank.utils.http`, still import from here (``from
+    ares_rerank.backbones.served import JsonClient``, as the served backbones and older code do): looked up there,
+    so the list is written once, in that module's ``__all__``."""
+    if name in http.__all__:
+        return getattr(http, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -23,6 +23,7 @@ answers and votes it uses are modules of their own.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import warnings
 from typing import Any, Sequence
@@ -449,24 +450,25 @@ class AresReranker:
         top_k: int | None = None,
         aggregate: Aggregate | None = None,
         return_documents: bool = True,
-        *,
-        on_error: str = "raise",
-        batch_size: int | None = None,
-        show_progress_bar: bool | None = None,
-        selection: str | None = None,
-        answer_fn: AnswerFn | None = None,
+        **options: Any,
     ) -> list[list[dict[str, Any]]]:
-        """:meth:`rank` for many prompts, ``batch_size`` chains per estimator call."""
+        """:meth:`rank` for many prompts, ``batch_size`` chains per estimator call.
+
+        ``options``: :meth:`rank`'s keywords (``on_error``, ``batch_size``, ``show_progress_bar``, ``selection``,
+        ``answer_fn``); written there once, an unknown one is a TypeError naming it."""
         return [ranked for ranked, _ in self._rank_with_groups(
-            prompts, completions, top_k, aggregate, return_documents, on_error=on_error, batch_size=batch_size,
-            show_progress_bar=show_progress_bar, selection=selection, answer_fn=answer_fn)]
+            "rank_batch", prompts, completions, top_k, aggregate, return_documents, **options)]
 
     def _rank_with_groups(
-        self, prompts: Sequence[Any], completions: Sequence[Sequence[Any]], top_k: int | None,
-        aggregate: Aggregate | None, return_documents: bool, **kwargs: Any
+        self, where: str, prompts: Sequence[Any], completions: Sequence[Sequence[Any]], top_k: int | None,
+        aggregate: Aggregate | None, return_documents: bool, **options: Any
     ) -> list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
+        unknown = sorted(set(options) - set(_RANK_OPTIONS))
+        if unknown:
+            raise TypeError(f"{where}() got unexpected keyword arguments {unknown}: it takes {list(_RANK_OPTIONS)}.")
         if top_k is not None and (not is_int(top_k) or top_k < 1):
             raise ValueError(f"top_k={top_k!r} must be a positive int or None (all candidates).")
+        kwargs = {**_RANK_OPTIONS, **options}
         selection, answer_fn = kwargs.pop("selection"), kwargs.pop("answer_fn")
         if selection is not None:
             check_selection(selection)
@@ -518,30 +520,34 @@ class AresReranker:
             batch_size, show_progress_bar, selection, answer_fn: Overrides of the reranker's settings for this
                 call.
         """
-        return self.rank_batch([prompt], [completions], top_k, aggregate, return_documents, on_error=on_error,
-                               batch_size=batch_size, show_progress_bar=show_progress_bar, selection=selection,
-                               answer_fn=answer_fn)[0]
+        return self._rank_with_groups("rank", [prompt], [completions], top_k, aggregate, return_documents,
+                                      on_error=on_error, batch_size=batch_size, show_progress_bar=show_progress_bar,
+                                      selection=selection, answer_fn=answer_fn)[0][0]
 
     def select_batch(
         self,
         prompts: Sequence[Any],
         completions: Sequence[Sequence[Any]],
         aggregate: Aggregate | None = None,
-        *,
-        batch_size: int | None = None,
-        show_progress_bar: bool | None = None,
-        selection: str | None = None,
-        answer_fn: AnswerFn | None = None,
+        **options: Any,
     ) -> list[dict[str, Any]]:
-        """:meth:`select` for many prompts, ``batch_size`` chains per estimator call."""
+        """:meth:`select` for many prompts, ``batch_size`` chains per estimator call.
+
+        ``options``: :meth:`select`'s keywords (``batch_size``, ``show_progress_bar``, ``selection``,
+        ``answer_fn``)."""
+        return self._select("select_batch", prompts, completions, aggregate, options)
+
+    def _select(self, where: str, prompts: Sequence[Any], completions: Sequence[Sequence[Any]],
+                aggregate: Aggregate | None, options: dict[str, Any]) -> list[dict[str, Any]]:
+        if "on_error" in options:  # a selection needs every candidate scored
+            raise TypeError(f"{where}() got an unexpected keyword argument 'on_error' (a failed candidate fails the "
+                            "call: use rank(on_error='none') to rank around it).")
         check_candidate_lists(prompts, completions)
         for i, candidates in enumerate(completions):
             if len(candidates) == 0:
                 raise ValueError(f"select: completions[{i}] is empty; there is nothing to select from.")
         out = []
-        for ranked, groups in self._rank_with_groups(
-                prompts, completions, 1, aggregate, True, on_error="raise", batch_size=batch_size,
-                show_progress_bar=show_progress_bar, selection=selection, answer_fn=answer_fn):
+        for ranked, groups in self._rank_with_groups(where, prompts, completions, 1, aggregate, True, **options):
             best = ranked[0]
             if groups:
                 best["groups"] = groups
@@ -563,5 +569,12 @@ class AresReranker:
         chain score, ties to the lower index). Under an answer-aware ``selection`` it is the best-scoring candidate
         of the winning answer, with ``answer``, ``group``, ``votes`` and ``groups`` (every answer's vote, best
         first)."""
-        return self.select_batch([prompt], [completions], aggregate=aggregate, batch_size=batch_size,
-                                 show_progress_bar=show_progress_bar, selection=selection, answer_fn=answer_fn)[0]
+        return self._select("select", [prompt], [completions], aggregate, {
+            "batch_size": batch_size, "show_progress_bar": show_progress_bar, "selection": selection,
+            "answer_fn": answer_fn})[0]
+
+
+#: :meth:`AresReranker.rank`'s keyword-only options and their defaults, read off its signature (their one home):
+#: ``rank_batch``, ``select`` and ``select_batch`` take them too (the selections all but ``on_error``).
+_RANK_OPTIONS: dict[str, Any] = {p.name: p.default for p in inspect.signature(AresReranker.rank).parameters.values()
+                                 if p.kind is p.KEYWORD_ONLY}

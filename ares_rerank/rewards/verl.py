@@ -69,6 +69,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import functools
+import inspect
 import logging
 import os
 import threading
@@ -286,23 +287,25 @@ def compute_score(
     return _result(item)
 
 
-async def async_compute_score(
-    data_source: Any,
-    solution_str: str,
-    ground_truth: Any = None,
-    extra_info: Mapping[str, Any] | None = None,
-    *,
-    server_url: str | None = None,
-    prompt_key: str = "question",
-    unscorable_value: float | None = None,
-    **kwargs: Any,
-) -> dict[str, Any]:
+async def async_compute_score(*args: Any, **kwargs: Any) -> dict[str, Any]:
     """:func:`compute_score` as a coroutine function, for verl 0.7+'s reward loop: the calls waiting on one event loop
-    are scored together (see the module docstring). Same arguments and result as :func:`compute_score`."""
-    _check_kwargs(kwargs, "ares_rerank.verl.async_compute_score")
-    prompt = _prompt_from(extra_info, prompt_key, "ares_rerank.verl.async_compute_score")
-    item = await _batcher(server_url, unscorable_value, None).score(prompt, solution_str)
+    are scored together (see the module docstring). Same arguments and result as :func:`compute_score`: its
+    signature, written there once, is this function's too (``inspect.signature`` shows it; calls are bound to it)."""
+    where = "ares_rerank.verl.async_compute_score"
+    try:
+        call = _COMPUTE_SCORE.bind(*args, **kwargs)
+    except TypeError as err:  # as a def says it, with the function's name
+        raise TypeError(f"{where}(): {err}") from None
+    call.apply_defaults()
+    given = call.arguments
+    _check_kwargs(given["kwargs"], where)
+    prompt = _prompt_from(given["extra_info"], given["prompt_key"], where)
+    item = await _batcher(given["server_url"], given["unscorable_value"], None).score(prompt, given["solution_str"])
     return _result(item)
+
+
+_COMPUTE_SCORE = inspect.signature(compute_score)
+async_compute_score.__signature__ = _COMPUTE_SCORE  # type: ignore[attr-defined]
 
 
 class _Batcher:

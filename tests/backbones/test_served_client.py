@@ -227,3 +227,17 @@ def test_a_server_that_trickles_its_headers_is_cut_off_at_the_deadline():
         stop.set()
         server.join(timeout=5)
         listener.close()
+
+
+def test_the_http_clients_names_still_import_from_backbones_served():
+    """The client moved to ares_rerank.utils.http; its names import from the old module too, as the same objects,
+    without a second list of them there."""
+    import ares_rerank.backbones.served as served
+    from ares_rerank.utils import http
+
+    for name in http.__all__:
+        assert getattr(served, name) is getattr(http, name), name
+    assert not set(http.__all__) & set(served.__all__)  # listed once, in utils.http
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        served.no_such_name
+

@@ -311,6 +311,23 @@ def test_async_compute_score_equals_compute_score_and_batches_the_calls_waiting_
         asyncio.run(missing())
 
 
+def test_async_compute_score_has_compute_scores_signature_written_once():
+    """The coroutine's signature is compute_score's (verl and users see the same parameters); keywords by name, a
+    missing argument named with the function, and verl's keyword call all bind as they do for a def."""
+    import inspect
+
+    assert inspect.signature(async_compute_score) == inspect.signature(compute_score)
+    assert inspect.iscoroutinefunction(async_compute_score)
+    configure_default(FunctionBackbone(hashed, name="hashed"), step_separator="\n\n")
+    by_keyword = asyncio.run(async_compute_score(data_source="gsm8k", solution_str=RESPONSES[0], ground_truth="5",
+                                                 extra_info={"q": QUESTIONS[0]}, prompt_key="q"))
+    assert by_keyword == compute_score("gsm8k", RESPONSES[0], "5", {"question": QUESTIONS[0]})
+    with pytest.raises(TypeError, match=r"async_compute_score\(\): missing a required argument: 'solution_str'"):
+        asyncio.run(async_compute_score("gsm8k"))
+    with pytest.raises(TypeError, match="multiple values for argument 'solution_str'"):
+        asyncio.run(async_compute_score("gsm8k", "so 5", solution_str="so 5"))
+
+
 def test_compute_score_batch_called_per_response_names_async_compute_score():
     with pytest.raises(TypeError, match="once per response.*async_compute_score"):
         compute_score_batch(data_source="gsm8k", solution_str="so 5", ground_truth="5", extra_info={"question": "q"})

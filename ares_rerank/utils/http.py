@@ -6,6 +6,10 @@ Used by the served backbones (:mod:`~ares_rerank.backbones.served`) and the verl
 ``/v1/chat/completions``) and :class:`~ares_rerank.backbones.vllm_pooling.VLLMPoolingPRM` (vLLM's ``/pooling``).
 Standard library only (``http.client``), so no HTTP package is a dependency.
 
+About 590 lines: :class:`JsonClient` (deadlines, retries, bounded reads, credentials: about 235) and the redaction
+every error, URL and ``repr`` it makes goes through (:func:`redact`, :func:`find_secrets`), kept in one module so
+that no message leaves it unredacted; the commands use the same redaction on what they print.
+
 Failure policy, per request:
 
 - **retried** (up to ``max_retries`` times, sleeping ``backoff * 2**attempt`` seconds with jitter, at most

@@ -367,3 +367,130 @@ def versaprm_mirror(path: str | Path, seed: int = 4) -> Path:
     LlamaForCausalLM(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+# ActPRM's Qwen2ForEnsemblePRM (sail-sg/ActivePRM models/qwen2_ensemble_prm + models/nets.EnsembleModel), re-written for
+# transformers 5 on its own Qwen2Model (the published file copies the whole Qwen2 stack of transformers 4.4x).
+ACTPRM_MODELING = '''
+from copy import deepcopy
+
+import torch
+from torch import nn
+from transformers import Qwen2Config, Qwen2Model, Qwen2PreTrainedModel
+from transformers.modeling_outputs import SequenceClassifierOutputWithPast
+
+
+class QwenEnPRMConfig(Qwen2Config):
+    model_type = "qwen2"
+
+    def __init__(self, num_ensemble=8, learning_probability=0.5, regularization_lambda=0.1, rr_token="<extra_0>",
+                 rr_token_id=None, **kwargs):
+        self.num_ensemble = num_ensemble
+        self.learning_probability = learning_probability
+        self.regularization_lambda = regularization_lambda
+        self.rr_token = rr_token
+        self.rr_token_id = rr_token_id
+        super().__init__(**kwargs)
+
+
+class EnsembleFC(nn.Module):
+    def __init__(self, in_features, out_features, ensemble_size, bias=True, dtype=torch.float32):
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        self.ensemble_size = ensemble_size
+        self.weight = nn.Parameter(torch.empty(ensemble_size, in_features, out_features, dtype=dtype))
+        self.bias = nn.Parameter(torch.empty(ensemble_size, out_features, dtype=dtype))
+
+    def forward(self, input):
+        input = input.to(self.weight.dtype)
+        wx = torch.einsum("eblh,ehm->eblm", input, self.weight)
+        return torch.add(wx, self.bias[:, None, None, :])
+
+
+class _EnsembleModel(nn.Module):
+    def __init__(self, encoding_dim, num_ensemble, hidden_dim=128):
+        super().__init__()
+        self.num_ensemble = num_ensemble
+        self.nn1 = EnsembleFC(encoding_dim, hidden_dim, num_ensemble)
+        self.nn2 = EnsembleFC(hidden_dim, hidden_dim, num_ensemble)
+        self.nn_out = EnsembleFC(hidden_dim, 1, num_ensemble)
+        self.activation = nn.ReLU()
+
+    def forward(self, encoding):
+        x = self.activation(self.nn1(encoding))
+        x = self.activation(self.nn2(x))
+        return self.nn_out(x)
+
+
+class EnsembleModel(nn.Module):
+    def __init__(self, encoding_dim, num_ensemble, hidden_dim=128):
+        super().__init__()
+        self.num_ensemble = num_ensemble
+        self.model = _EnsembleModel(encoding_dim, num_ensemble, hidden_dim)
+        self.reg_model = deepcopy(self.model)
+        for param in self.reg_model.parameters():
+            param.requires_grad = False
+
+    def forward(self, encoding):
+        return self.model(encoding)
+
+
+class Qwen2ForEnsemblePRM(Qwen2PreTrainedModel):
+    config_class = QwenEnPRMConfig
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.rr_token = config.rr_token
+        self.model = Qwen2Model(config)
+        self.score = EnsembleModel(encoding_dim=config.hidden_size, num_ensemble=config.num_ensemble)
+        self.post_init()
+
+    @torch.no_grad()
+    def inference(self, *args, **kwargs):
+        outputs = self.forward(*args, **kwargs)
+        outputs.logits = torch.nn.functional.sigmoid(outputs.logits)
+        return outputs
+
+    def forward(self, input_ids=None, attention_mask=None, **kwargs):
+        hidden_states = self.model(input_ids, attention_mask=attention_mask).last_hidden_state
+        hidden_states = hidden_states[None, :, :, :].repeat(self.score.num_ensemble, 1, 1, 1)
+        logits = self.score(hidden_states).float().squeeze(-1)  # (ensemble, batch, seq_len)
+        return SequenceClassifierOutputWithPast(logits=logits)
+'''
+
+
+def actprm_mirror(path: str | Path, seed: int = 5, members: int = 4) -> Path:
+    """ActPRM: its remote code (``QwenEnPRMConfig``, ``Qwen2ForEnsemblePRM``) and published config
+    (``architectures: ["Qwen2ForEnsemblePRM"]``, ``model_type: "qwen2"``, ``num_ensemble``, ``rr_token``), weights
+    ``model.*``, ``score.model.*`` and the frozen ``score.reg_model.*``; a Qwen2.5 tokenizer (``<extra_0>`` special)."""
+    import importlib.util
+    import sys
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "modeling_qwen2.py").write_text(ACTPRM_MODELING)
+    (path / "configuration_qwen2.py").write_text(ACTPRM_MODELING.split("class EnsembleFC")[0])
+    spec = importlib.util.spec_from_file_location(f"actprm_mirror_{seed}", path / "modeling_qwen2.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    tokenizer = _qwen_tokenizer(bos=None)
+    torch.manual_seed(seed)
+    config = module.QwenEnPRMConfig(num_ensemble=members, rr_token="<extra_0>",
+                                    **_qwen2_config(tokenizer, tie_word_embeddings=False).to_dict())
+    model = module.Qwen2ForEnsemblePRM(config)
+    with torch.no_grad():  # random members that disagree, and a reg_model that differs from them (never read)
+        for fc in (model.score.model.nn1, model.score.model.nn2, model.score.model.nn_out):
+            fc.weight.normal_(0.0, 0.6)
+            fc.bias.normal_(0.0, 0.1)
+        for p in model.score.reg_model.parameters():
+            p.normal_(0.0, 1.0)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    _rewrite_config(path, architectures=["Qwen2ForEnsemblePRM"], model_type="qwen2", num_ensemble=members,
+                    rr_token="<extra_0>", auto_map={"AutoConfig": "configuration_qwen2.QwenEnPRMConfig",
+                                                    "AutoModel": "modeling_qwen2.Qwen2ForEnsemblePRM"},
+                    bos_token_id=None, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+                    tie_word_embeddings=False)
+    return path

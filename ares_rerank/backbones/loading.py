@@ -6,10 +6,10 @@ imports none of the backbone modules (which import the shared helpers from :mod:
 leaf :mod:`~ares_rerank.backbones.devices`). Local kinds: ``"nli"``
 (:class:`~ares_rerank.backbones.nli.EntailmentHead`); the published PRM families (:data:`PRM_FAMILIES`, one module
 each in :mod:`~ares_rerank.backbones.prms`: ``"prm-qwen"``, ``"prm-math-shepherd"``, ``"prm-rlhflow"``,
-``"prm-skywork"``, ``"prm-trl"``, ``"prm-math-psa"``, ``"prm-versaprm"``; presets of a family's scorer for a
-published layout of its kind: ``"prm-reasonflux"``, ``"prm-pure"``), picked from their hub ids and architectures
-(:func:`prm_family`, :func:`detect_kind`); ``"prm"`` (:class:`~ares_rerank.backbones.prms.StepTagPRM`) and
-``"prm-causal"``
+``"prm-skywork"``, ``"prm-trl"``, ``"prm-math-psa"``, ``"prm-versaprm"``, ``"prm-actprm"``; presets of a family's
+scorer for a published layout of its kind: ``"prm-reasonflux"``, ``"prm-pure"``), picked from their hub ids and
+architectures (:func:`prm_family`, :func:`detect_kind`); ``"prm"`` (:class:`~ares_rerank.backbones.prms.StepTagPRM`)
+and ``"prm-causal"``
 (:class:`~ares_rerank.backbones.prms.CausalPRM`) for PRMs of your own layout; implicit PRMs, a PRM causal LM read
 against a reference LM (``ref_model=``): ``"prm-implicit"`` (:class:`~ares_rerank.backbones.prms.implicit.ImplicitPRM`)
 and EurusPRM's preset ``"prm-eurus"``; ``"judge"``
@@ -86,6 +86,7 @@ BACKBONE_KINDS: dict[str, str] = {
     "nli": "ares_rerank.backbones.nli:EntailmentHead",
     "openai": "ares_rerank.backbones.openai_judge:OpenAIJudge",
     "prm": "ares_rerank.backbones.prms:StepTagPRM",
+    "prm-actprm": "ares_rerank.backbones.prms.actprm:ActPRM",  # Qwen2 + an ensemble head, the members averaged
     "prm-causal": "ares_rerank.backbones.prms:CausalPRM",
     "prm-eurus": "ares_rerank.backbones.prms.eurus:EurusPRM",  # the implicit PRM preset: EurusPRM's card
     "prm-genprm": "ares_rerank.backbones.verifiers.genprm:GenPRM",

@@ -1,5 +1,5 @@
-"""The newer layouts of known PRM kinds (ReasonFlux-PRM-7B, PURE-PRM-7B, Math-psa, VersaPRM) against their authors'
-published code, and the ``window`` choice for premises that do not fit.
+"""The newer layouts of known PRM kinds (ReasonFlux-PRM-7B, PURE-PRM-7B, Math-psa, VersaPRM, ActPRM) against their
+authors' published code, and the ``window`` choice for premises that do not fit.
 
 As tests/backbones/test_prm_families.py does for the older families: an offline mirror of each model
 (tests/prm_mirrors.py), the published scoring code re-written here (none of it calls the project's renderers), the
@@ -20,6 +20,9 @@ way ARES renders them. The references:
 - VersaPRM: mtzig/MultiDomainPRM ``evaluation/get_rewards_reasoning_step.py`` (the VersaPRM branch's text) and
   ``evaluation/prm_models/prm_llama.LlamaPRM`` (softmax over the ``"-"`` / ``"+"`` logits, column 1, at the
   ``" \n\n\n\n"`` tag; its hard-coded Llama-3 ids 12, 10 and 23535 are looked up by their text here).
+- ActPRM: sail-sg/ActivePRM ``examples/py_scripts/test_actprm_on_processbench.EnsemblePRMWorker`` (``prompt2message``,
+  ``apply_chat_template``, ``generate`` with ``reduce="mean"``) on the published ``Qwen2ForEnsemblePRM`` run as remote
+  code (``inference``: each member's sigmoid).
 """
 
 from __future__ import annotations
@@ -35,10 +38,11 @@ from transformers import AutoModel, AutoModelForCausalLM, AutoModelForTokenClass
 
 from ares_rerank import Chain, load_backbone, score_chains
 from ares_rerank.backbones.loading import prm_family
-from ares_rerank.backbones.prms import PUREPRM, TRLPRM, MathPSAPRM, QwenPRM, ReasonFluxPRM, VersaPRM
+from ares_rerank.backbones.prms import PUREPRM, TRLPRM, ActPRM, MathPSAPRM, QwenPRM, ReasonFluxPRM, VersaPRM
 from prm_mirrors import (
     QWEN_INSTRUCT_TEMPLATE,
     QWEN_TEMPLATE,
+    actprm_mirror,
     math_psa_mirror,
     pure_mirror,
     reasonflux_mirror,
@@ -136,6 +140,25 @@ def versaprm_reference(model, tokenizer, question: str, steps: list[str]) -> tup
     return input_id[0].tolist(), scores[input_id == tag_id].tolist()
 
 
+def actprm_reference(model, tokenizer, question: str, steps: list[str]) -> tuple[list[int], list[float]]:
+    """ActPRM's ``EnsemblePRMWorker`` for one [question, steps] prompt (steps stripped as its ``_process_data``)."""
+    rr_token = model.rr_token if model.rr_token is not None else " \n\n"
+    rr_token_id = tokenizer(rr_token).input_ids[0]
+    messages = [
+        {"role": "system", "content": "You are a helpful and harmless assistant. You should think step-by-step and "
+                                      "put your final answer within \\boxed{}."},
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": rr_token.join(s.strip() for s in steps) + rr_token},
+    ]
+    text = tokenizer.apply_chat_template([messages[:-1]], tokenize=False, add_generation_prompt=True)
+    text = [t + messages[-1]["content"] for t in text]
+    model_inputs = tokenizer(text, return_tensors="pt", padding=True)
+    pred_mask = model_inputs["input_ids"] == rr_token_id
+    outputs = model.inference(**model_inputs)
+    logits = outputs.logits[:, 0, pred_mask[0]].mean(dim=0)
+    return model_inputs["input_ids"][0].tolist(), logits.tolist()
+
+
 # -- the mirrors, the families and their references -------------------------------------------------------------------
 def _reasonflux(root: Path, template: str = QWEN_TEMPLATE):
     path = reasonflux_mirror(root / f"reasonflux-{len(template)}", template=template)
@@ -171,12 +194,20 @@ def _versaprm(root: Path):
     return path, {"kind": "prm-versaprm"}, lambda q, s: versaprm_reference(model, tokenizer, q, s)
 
 
+def _actprm(root: Path):
+    path = actprm_mirror(root / "actprm")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path, trust_remote_code=True, dtype=torch.float32).eval()
+    return path, {}, lambda q, s: actprm_reference(model, tokenizer, q, s)
+
+
 FAMILIES = {
     "reasonflux-math-template": (_reasonflux, ReasonFluxPRM),
     "reasonflux-instruct-template": (lambda root: _reasonflux(root, QWEN_INSTRUCT_TEMPLATE), ReasonFluxPRM),
     "pure": (_pure, PUREPRM),
     "math-psa": (_math_psa, MathPSAPRM),
     "versaprm": (_versaprm, VersaPRM),
+    "actprm": (_actprm, ActPRM),  # detected from its architecture, Qwen2ForEnsemblePRM
 }
 
 
@@ -287,6 +318,24 @@ def test_math_psa_reads_a_step_holding_the_policy_step_tag_at_its_last_piece(tmp
     assert prm.chain_step_probs(BASE, steps) == pytest.approx([pieces[1], pieces[2]], abs=ATOL)
     with pytest.raises(ValueError, match="empty once split"):
         prm.encode_chain(BASE, ["\n\n", "Step 2."])
+
+
+@torch.inference_mode()
+def test_actprm_loads_natively_by_hub_id_and_averages_its_members(tmp_path, monkeypatch):
+    """ActPRM's ids pick the family; the model is the package's own class (no remote code runs), reg_model unread;
+    the score is the members' mean sigmoid, which no single member gives."""
+    cache = tmp_path / "hub"
+    path = actprm_mirror(tmp_path / "act")
+    hub_cache_repo(cache, "ActPRM/ActPRM-X", path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    prm = load_backbone("ActPRM/ActPRM-X", cache_dir=cache, device="cpu", dtype="float32")
+    assert type(prm) is ActPRM and prm_family("sail/actprm") == "prm-actprm"
+    assert type(prm.model).__module__.startswith("ares_rerank.") and prm.prefix_cache
+    assert not any(name.startswith("score.reg_model") for name, _ in prm.model.named_parameters())
+    items = [{**prm.encode_chain(BASE, STEPS), "all_tags": True}]
+    members = torch.sigmoid(prm.forward_logits(prm.pad(items))[0, items[0]["tags"]])  # (steps, members)
+    assert prm.chain_step_probs(BASE, STEPS) == pytest.approx(members.mean(dim=-1).tolist(), abs=ATOL)
+    assert (members.max(dim=-1).values - members.min(dim=-1).values).min() > 1e-3  # the members disagree
 
 
 # -- the window choice ------------------------------------------------------------------------------------------------

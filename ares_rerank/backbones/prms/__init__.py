@@ -12,6 +12,7 @@ folder. docs/PRMS.md has the table: family, hub ids, the call, what is read, how
 - ``prm-math-psa`` (:class:`MathPSAPRM`): OpenR's Math-psa (a LoRA adapter on Qwen2.5-Math-7B-Instruct,
   ``" \n\n\n\n\n"`` tags, ``" +"`` / ``" -"``);
 - ``prm-versaprm`` (:class:`VersaPRM`): VersaPRM (Llama-3.1, ``" \n\n\n\n"`` tags, ``"+"`` / ``"-"``);
+- ``prm-actprm`` (:class:`ActPRM`): ActPRM (Qwen2 + an ensemble of MLP heads, ``Qwen2ForEnsemblePRM``), natively;
 - ``prm-rlhflow`` (:class:`RLHFlowPRM`): RLHFlow's Llama-3.1 PRMs (each step a user turn answered ``+``);
 - ``prm-skywork`` (:class:`SkyworkPRM`): Skywork-o1-Open-PRM (Qwen2.5 + value head), loaded natively;
 - ``prm-trl`` (:class:`TRLPRM`): token classifiers trained with TRL's PRMTrainer;
@@ -25,6 +26,7 @@ Adding a family: a module here with a :class:`PRMBackbone` subclass (``encode_ch
 an offline mirror of the model.
 """
 
+from .actprm import ActPRM
 from .base import PRMBackbone, encode_spans, positive_class_probs, sigmoid_probs, token_pair_probs
 from .eurus import EurusPRM
 from .generic import QWEN_PRM_SYSTEM_PROMPT, CausalPRM, StepTagPRM, render_prm_text
@@ -39,6 +41,7 @@ from .versaprm import VersaPRM
 
 
 __all__ = [
+    "ActPRM",
     "QWEN_PRM_SYSTEM_PROMPT",
     "CausalPRM",
     "EurusPRM",

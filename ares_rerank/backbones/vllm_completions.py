@@ -126,13 +126,15 @@ class ServedPairs:
 
 
 def served_family(family: str) -> type:
-    """The class of ``family`` (a causal PRM kind: ``"prm-math-shepherd"``, ``"prm-rlhflow"``, ``"prm-causal"``)
-    with :class:`ServedPairs` for its forward pass."""
+    """The class of ``family`` (a causal PRM kind: ``"prm-math-shepherd"``, ``"prm-rlhflow"``, ``"prm-versaprm"``,
+    ``"prm-math-psa"`` (its adapter merged into the served model), ``"prm-causal"``) with :class:`ServedPairs` for its
+    forward pass."""
     cls = backbone_class(family)
     if not (isinstance(cls, type) and issubclass(cls, PRMBackbone) and getattr(cls, "reads", "") == "next-token"):
         raise ValueError(
             f"family={family!r} is not a causal PRM read from next-token log-probabilities: use 'prm-math-shepherd', "
-            "'prm-rlhflow' or 'prm-causal' (a token-classifier PRM such as Qwen's is served by kind='vllm-pooling')."
+            "'prm-rlhflow', 'prm-versaprm', 'prm-math-psa' or 'prm-causal' (a token-classifier PRM such as Qwen's is "
+            "served by kind='vllm-pooling')."
         )
     return type(f"Served{cls.__name__}", (ServedPairs, cls), {"__module__": __name__})
 

@@ -11,7 +11,7 @@ import torch
 from ares_rerank import AresConfig, Chain, load_backbone, score_chains
 from ares_rerank.backbones.served import ServerResponseError
 from fake_servers import FakeServer, Reply
-from prm_mirrors import math_shepherd_mirror, rlhflow_mirror
+from prm_mirrors import math_shepherd_mirror, rlhflow_mirror, versaprm_mirror
 
 
 BASE = ["Janet's ducks lay 16 eggs per day.", "She eats three for breakfast."]
@@ -44,7 +44,8 @@ def completions_server(path, calls):
 
 
 @pytest.mark.parametrize(("family", "mirror"), [("prm-math-shepherd", math_shepherd_mirror),
-                                                ("prm-rlhflow", rlhflow_mirror)])
+                                                ("prm-rlhflow", rlhflow_mirror),
+                                                ("prm-versaprm", versaprm_mirror)])
 def test_served_family_scores_equal_the_local_family(tmp_path, family, mirror):
     path = mirror(tmp_path / "m")
     local = load_backbone(path, kind=family, device="cpu", dtype="float32")
@@ -88,3 +89,25 @@ def test_answers_that_do_not_fit_are_clear_errors(tmp_path, answer, match):
                                max_retries=0)
         with pytest.raises(ServerResponseError, match=match):
             served.entailment_probs([["What is 2 + 3?"]], ["2 + 3 = 5."])
+
+
+def test_math_psa_served_merged_equals_the_local_adapter_on_its_base(tmp_path):
+    """Math-psa is a LoRA adapter: served, vLLM runs the adapter merged into its base (or as a LoRA module); the
+    served scores equal the local family's adapter loaded with peft on its base."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from prm_mirrors import math_psa_mirror
+
+    adapter, base = math_psa_mirror(tmp_path / "psa")
+    merged = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32),
+                                       adapter).merge_and_unload()
+    merged.save_pretrained(tmp_path / "merged")
+    AutoTokenizer.from_pretrained(base).save_pretrained(tmp_path / "merged")
+    local = load_backbone(adapter, kind="prm-math-psa", base_model=base, device="cpu", dtype="float32")
+    with FakeServer(completions_server(tmp_path / "merged", [])) as server:
+        served = load_backbone(server.url, kind="vllm-completions", tokenizer=str(base), family="prm-math-psa",
+                               max_retries=0)
+        whole = served.chain_step_probs(BASE, STEPS)
+    with torch.inference_mode():
+        assert whole == pytest.approx(local.chain_step_probs(BASE, STEPS), abs=1e-5)

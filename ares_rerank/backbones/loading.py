@@ -223,7 +223,8 @@ def detect_kind(architectures: list[str] | None, name_or_path: str = "", recorde
         raise ValueError(
             f"{name_or_path!r} is a causal LM ({names}): it can be an LLM judge or a causal PRM, so say which: "
             "load_backbone(..., kind='judge'), kind='prm-math-shepherd' (Math-Shepherd's ки / + / - layout), "
-            "kind='prm-rlhflow' (RLHFlow's chat of + turns), kind='prm-causal' (your own step tag), "
+            "kind='prm-rlhflow' (RLHFlow's chat of + turns), kind='prm-versaprm' (VersaPRM's ' \\n\\n\\n\\n' tags), "
+            "kind='prm-math-psa' (OpenR's Math-psa), kind='prm-causal' (your own step tag), "
             "kind='prm-implicit' (an implicit PRM: pass ref_model=, its reference LM), or a generative "
             "verifier: kind='generative' (your prompt), 'prm-genprm', 'prm-thinkprm' or 'prm-rprm'."
         )

@@ -306,6 +306,12 @@ def test_math_psa_and_versaprm_by_hub_id_with_the_adapter_on_its_base(tmp_path, 
     assert prm_family("OpenReasoner/Math-PSA") == "prm-math-psa"
 
 
+def test_a_local_causal_prm_folder_names_the_new_kinds(tmp_path):
+    """A local VersaPRM / Math-psa copy has no hub id to go by: the causal-LM error names their kinds."""
+    with pytest.raises(ValueError, match="kind='prm-versaprm'.*kind='prm-math-psa'"):
+        load_backbone(versaprm_mirror(tmp_path / "local"))
+
+
 @torch.inference_mode()
 def test_math_psa_reads_a_step_holding_the_policy_step_tag_at_its_last_piece(tmp_path):
     """OpenR splits the policy's text at "\n\n": a step holding one is two pieces, each followed by a tag; the step

@@ -78,7 +78,8 @@ def evaluate_search(
     Args:
         task: The simulated problems and policy.
         backbone: ARES's backbone (the rule oracle, the default head, ...).
-        config: ARES settings (its threshold stops candidates).
+        config: ARES settings. Early rejection stops a candidate at tau <= 0.5 (the reranker's default threshold;
+            a deprecated ``AresConfig(threshold=)`` is forwarded).
         methods: Some of :data:`SEARCH_METHODS`; ``best-of-n`` always runs (the no-verifier rows and the savings
             come from it).
         max_n: The largest N.

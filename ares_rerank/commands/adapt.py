@@ -21,7 +21,8 @@ from typing import Any
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "adapt", help="Adapt a trained entailment head to your labelled chains (with replay: no forgetting).",
+        "adapt", help="Adapt a trained entailment head to your labelled chains, replaying its own training pairs "
+                      "(measured: what it knew moved by -0.014 to +0.023 macro-F1; README).",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("head", metavar="HEAD", help="default (the shipped head), a head folder, or a hub id.")

@@ -38,7 +38,8 @@ from .mix import MixArguments, chain_source
 from .pairs import build_pairs, split_chains
 
 
-__all__ = ["AdaptArguments", "AdaptedHead", "adapt_head", "format_report", "head_settings", "main", "resolve_head"]
+__all__ = ["AdaptArguments", "AdaptedHead", "adapt_head", "format_report", "head_settings", "main", "replay_parts",
+           "resolve_head"]
 
 
 @dataclass
@@ -103,7 +104,8 @@ class AdaptArguments:
     data_dir: str | None = field(default=None, metadata={
         "help": "The folder holding recipe_graphs/, for replaying a head whose mix had recipe chains (the shipped "
                 "head's): the 24 CaptainCook4D graphs of the ARES authors' release (github.com/fallcat/ares, "
-                "data/recipe_graphs, MIT). Default: $ARES_DATA_DIR."})
+                "data/recipe_graphs, MIT). Default: $ARES_DATA_DIR. Without them, a head that ships a replay pack "
+                "(the shipped head: replay_pairs.jsonl.gz, 100 chains per source) replays from the pack."})
     revision: str | None = field(default=None, metadata={"help": "Revision of a hub head (branch, tag, commit)."})
     cache_dir: str | None = field(default=None, metadata={"help": "Hub cache folder for a hub head."})
     progress: bool = field(default=True, metadata={"help": "Show the training progress bar."})
@@ -229,33 +231,61 @@ def _user_oracle(chain: Chain) -> Any:
         return None
 
 
-def _replay_parts(mix: MixArguments | None, args: AdaptArguments) -> dict[str, Any]:
+def replay_parts(mix: MixArguments | None, args: AdaptArguments, folder: Path | None = None) -> dict[str, Any]:
     """Pairs of the head's own mix: ``train`` (from ``replay_chains`` chains of its training split, drawn evenly
     from each source of the mix, and as many pairs kept from each source), and its ``test`` split (and ``val``, with
     ``recalibrate``) as the card reports them; ``chains``: the replayed chains' ids; ``sources``: replayed pairs per
-    source (all empty without a recorded mix or with ``replay_share=0``).
+    source; ``pack``: whether they came from the head's replay pack (all empty without a recorded mix or with
+    ``replay_share=0``).
+
+    The mix is rebuilt from ``args.data_dir`` when its recipe graphs are there. Without them, a head ``folder`` that
+    ships a replay pack of this mix (:mod:`~ares_rerank.training.replay_pack`, the shipped head's) gives the same
+    pairs for a pool of 100 chains per source, and the chains are drawn from that pool instead of the whole split.
 
     Sources are even because what a head knows is not spread like its pairs: a recipe chain yields about six times
     the pairs of a ClaimTrees chain, so a draw by pairs replayed the shipped head's recipes 88% of the time and its
     ClaimTrees wordings 12% (and a second unseen wording lost up to 0.21 ARES macro-F1 at the threshold 0.5)."""
     from .head import claimtrees_oracle_for, split_mix
+    from .replay_pack import read_replay_pack
 
     if mix is None or args.replay_share == 0:
-        return {"train": [], "val": [], "test": [], "chains": [], "sources": {}}
-    parts = split_mix(mix, args.data_dir)
+        return {"train": [], "val": [], "test": [], "chains": [], "sources": {}, "pack": False}
+    pack = None
+    try:
+        parts = split_mix(mix, args.data_dir)
+    except FileNotFoundError:  # no recipe graphs here: the head's own pack, if it ships one for this mix
+        pack = read_replay_pack(folder, mix) if folder is not None else None
+        if pack is None:
+            raise
+        parts = {"train": [], "val": [], "test": []}
     rng = random.Random(args.seed)
-    by_source: dict[str, list[Chain]] = {}
+    by_source: dict[str, list[Any]] = {}
     for chain in parts["train"]:
         by_source.setdefault(chain_source(chain), []).append(chain)
+    if pack is not None:
+        by_source = {source: list(ids) for source, ids in pack.pool.items()}
+        largest = max(len(ids) for ids in by_source.values()) * len(by_source)
+        if args.replay_chains > largest:
+            raise FileNotFoundError(f"replay_chains={args.replay_chains} is more than the head's replay pack holds "
+                                    f"({largest} chains) and the recipe graphs to rebuild its mix are not here.")
     quota = {source: args.replay_chains // len(by_source) + (i < args.replay_chains % len(by_source))
              for i, source in enumerate(sorted(by_source))}
     parts["train"] = [c for source in sorted(by_source)
                       for c in rng.sample(by_source[source], min(quota[source], len(by_source[source])))]
+    if pack is not None:
+        chain_ids = list(parts["train"])
+        pairs = {"train": pack.train_pairs(chain_ids), "val": [dict(r) for r in pack.splits["val"]],
+                 "test": [dict(r) for r in pack.splits["test"]]}
+    else:
+        chain_ids = [c.id for c in parts["train"]]
+        if not args.recalibrate:
+            parts["val"] = []
+        pairs = {name: build_pairs(part, mix.premise_selection, claimtrees_oracle_for, mix.subsets_per_step,
+                                   mix.mix_seed, mix.minimal_pairs, data_dir=args.data_dir)
+                 for name, part in parts.items()}
     if not args.recalibrate:  # the val split only refits the calibration
-        parts["val"] = []
-    pairs = {name: build_pairs(part, mix.premise_selection, claimtrees_oracle_for, mix.subsets_per_step,
-                               mix.mix_seed, mix.minimal_pairs, data_dir=args.data_dir) for name, part in parts.items()}
-    source_of = {c.id: source for source, chains in by_source.items() for c in chains}
+        pairs["val"] = []
+    source_of = {(c if pack is not None else c.id): source for source, chains in by_source.items() for c in chains}
     rows: dict[str, list[dict[str, Any]]] = {}
     for row in pairs["train"]:
         rows.setdefault(source_of[row["chain_id"]], []).append(row)
@@ -266,8 +296,19 @@ def _replay_parts(mix: MixArguments | None, args: AdaptArguments) -> dict[str, A
         chosen = {source: [r for r in picked if len("\n".join(r["premises"])) + len(r["hypothesis"]) <= limit]
                   for source, picked in chosen.items()}
     pairs["train"] = [row for picked in chosen.values() for row in picked]
-    return {**pairs, "chains": [c.id for c in parts["train"]],
-            "sources": {source: len(picked) for source, picked in chosen.items()}}
+    return {**pairs, "chains": chain_ids, "sources": {source: len(picked) for source, picked in chosen.items()},
+            "pack": pack is not None}
+
+
+def _carry_pack(folder: Path, target: Path, mix: MixArguments | None) -> None:
+    """Copy the head's replay pack to the adapted head, which replays the same mix when it is adapted again."""
+    from ..utils.io import atomic_open
+    from .replay_pack import PACK_NAME, read_replay_pack
+
+    if mix is None or read_replay_pack(folder, mix) is None:
+        return
+    with atomic_open(target / PACK_NAME, "wb") as handle:
+        handle.write((folder / PACK_NAME).read_bytes())
 
 
 def _guard(mix: MixArguments | None, settings: dict[str, Any], args: AdaptArguments,
@@ -324,7 +365,7 @@ def run_adaptation(head: str, args: AdaptArguments) -> AdaptedHead:
               file=sys.stderr, flush=True)
     mix = replay_mix(settings["record"])
     try:
-        replay = _replay_parts(mix, args)
+        replay = replay_parts(mix, args, folder)
     except FileNotFoundError as err:  # the recipe graphs a recipe-trained head's replay is rebuilt from
         raise ValueError(
             f"{head!r} was trained on recipe chains, and adapting replays them so that the head keeps them: {err} "
@@ -338,6 +379,12 @@ def run_adaptation(head: str, args: AdaptArguments) -> AdaptedHead:
         torch.set_num_threads(args.torch_threads)
     selection = settings["premise_selection"]
     pairs = {name: build_pairs(part, selection, _user_oracle, seed=args.seed) for name, part in user.items()}
+    if replay["pack"]:
+        from .replay_pack import SOURCE_NOTE
+
+        print(f"note: no recipe graphs here (--data_dir / $ARES_DATA_DIR), so the replay comes from the replay pack "
+              f"of {head!r}: {len(replay['chains'])} chains drawn from its pool of 100 per source ({SOURCE_NOTE}).",
+              file=sys.stderr, flush=True)
     if mix is None and args.replay_share:
         print(f"note: {head!r} records no generated training mix, so nothing is replayed and only your held-out "
               "chains are checked.", file=sys.stderr, flush=True)
@@ -357,7 +404,7 @@ def run_adaptation(head: str, args: AdaptArguments) -> AdaptedHead:
                   "pairs": {k: len(v) for k, v in pairs.items()}, "replay": {
                       "share": args.replay_share if replay["train"] else 0.0, "pairs": len(replay["train"]),
                       "chains": len(replay["chains"]), "sources": replay["sources"],
-                      "mix": asdict(mix) if mix else None, "guard_chains": guarded},
+                      "mix": asdict(mix) if mix else None, "guard_chains": guarded, "from_pack": replay["pack"]},
                   "arguments": {k: v for k, v in asdict(args).items()
                                 if k not in ("chains_file", "output_dir", "data_dir", "cache_dir")},  # no local folders
                   "forgetting_check": adapted["report"].get("forgetting_check"),
@@ -366,6 +413,7 @@ def run_adaptation(head: str, args: AdaptArguments) -> AdaptedHead:
     from .adapt_steps import save_adapted
 
     calibration = save_adapted(adapted, settings, args, adaptation, mix)
+    _carry_pack(folder, Path(args.output_dir) / "head", mix)
     report = {**adapted["report"], "wall_seconds": adaptation["wall_seconds"],
               "cpu_seconds": adaptation["cpu_seconds"]}
     write_atomic(Path(args.output_dir) / "report.json", json.dumps(report, indent=2) + "\n")
@@ -391,7 +439,8 @@ def parse_args(argv: Sequence[str]) -> tuple[str, AdaptArguments]:
     if not argv or argv[0].startswith("-"):
         raise ValueError("adapt needs the head first: ares-rerank adapt HEAD --chains_file mine.jsonl --output_dir "
                          "runs/my-head (HEAD: default, a head folder or a hub id).")
-    (args,) = HfArgumentParser(AdaptArguments).parse_args_into_dataclasses(args=argv[1:])
+    (args,) = HfArgumentParser(AdaptArguments, prog=f"ares-rerank adapt {argv[0]}").parse_args_into_dataclasses(
+        args=argv[1:])
     return argv[0], args
 
 

@@ -18,6 +18,7 @@ the calibration file's format lives in :mod:`ares_rerank.calibration`.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import warnings
 from dataclasses import dataclass, field, replace
@@ -45,6 +46,7 @@ __all__ = [
     "peft_wrapping",
     "probe_file",
     "read_adapter_config",
+    "require_cached_offline",
     "resolve_model_name",
     "select_device",
     "select_dtype",
@@ -125,6 +127,43 @@ def named_load_errors(what: str, name: str, path: str | Path | None = None) -> I
             f"({' '.join(str(err).split())}): check the path, or for a hub model go online or download it first "
             "(HF_HUB_OFFLINE=1 reads only the local cache)."
         ) from err
+
+
+def _offline() -> bool:
+    from huggingface_hub import constants
+
+    # the constant is read when huggingface_hub is imported; the variable may be set later (a test, a notebook)
+    return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in (
+        "1", "ON", "YES", "TRUE")
+
+
+def require_cached_offline(what: str, name: str, options: dict[str, Any] | None = None) -> None:
+    """Offline (``HF_HUB_OFFLINE=1``, or ``local_files_only=True`` in ``options``), a hub id with no snapshot in the
+    cache fails at once, naming the cache folder looked in and the command that downloads it, instead of after
+    transformers' retries. Local paths, URLs and anything online pass unchanged.
+
+    Raises:
+        ValueError: ``name`` is a hub id that offline cannot load (the message names ``what``, the id, the folder,
+            HF_HUB_OFFLINE and the fix).
+    """
+    options = options or {}
+    if not (_offline() or options.get("local_files_only")) or Path(name).exists():
+        return
+    if not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name) or name.startswith("."):
+        return
+    from huggingface_hub import constants
+
+    cache = Path(options.get("cache_dir") or constants.HF_HUB_CACHE).expanduser()
+    folder = cache / f"models--{name.replace('/', '--')}"
+    snapshots = folder / "snapshots"
+    if snapshots.is_dir() and any(snapshots.iterdir()):
+        return
+    why = "HF_HUB_OFFLINE=1" if _offline() else "local_files_only=True"
+    raise ValueError(
+        f"{what} {name!r} is not a local folder, and as a hub id it is not in the Hugging Face cache (looked in "
+        f"{folder}), which is all that {why} reads: download it once with `HF_HUB_OFFLINE=0 hf download {name}`"
+        f"{'' if options.get('cache_dir') is None else f' --cache-dir {cache}'}, then run this again; or pass a "
+        "local folder (a typo of a folder name ends here too).")
 
 
 def hub_model_id(name_or_path: str | Path | None) -> str | None:

@@ -31,6 +31,7 @@ are re-exported.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 import re
@@ -50,6 +51,7 @@ from .hub import (
     probe_file,
     read_adapter_config,
     read_calibration,
+    require_cached_offline,
     resolve_model_name,
 )
 from .devices import select_device, select_dtype
@@ -120,6 +122,8 @@ _SNAPSHOT = re.compile(r"models--([^/\\]+?)--([^/\\]+)[/\\]snapshots[/\\]")
 # The kinds whose name_or_path is a server URL rather than a model folder or hub id.
 SERVED_KINDS = ("openai", "vllm-completions", "vllm-pooling")
 ORACLE = "ares_rerank.backbones.oracle:ClaimTreesOracle"
+# The names load_backbone answers without a file (a near miss of one is a typo, not a hub id).
+BUILT_IN_NAMES = ("default", "claimtrees-oracle")
 # "package.module:attr", as in entry points; a local folder of that name wins.
 _SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
@@ -291,6 +295,17 @@ def _load_default(kwargs: dict[str, Any]) -> Any:
     return backbone_class("nli").from_pretrained(DEFAULT_HEAD_DIR, **kwargs)
 
 
+def _refuse_near_built_in(name: str) -> None:
+    """A name that is no local path and reads like a built-in one (``claimtree-oracle``, ``Default``, ``defualt``)
+    is a typo: refused at once rather than tried as a hub id (a minute of retries online)."""
+    if Path(name).exists() or "/" in name or ":" in name:
+        return
+    close = difflib.get_close_matches(name.strip().lower(), BUILT_IN_NAMES, n=1, cutoff=0.75)
+    if close:
+        raise ValueError(f"backbone {name!r} is no built-in name, local folder or hub id (owner/name): did you mean "
+                         f"{close[0]!r}? The built-in names are {', '.join(map(repr, BUILT_IN_NAMES))}.")
+
+
 def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: Any) -> Any:
     """Load a backbone the way users load models: a local folder, a hub id, a special name or your own object.
 
@@ -360,6 +375,7 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
         )
     if kind in SERVED_KINDS:
         return backbone_class(kind).from_pretrained(name_or_path, **kwargs)
+    _refuse_near_built_in(name)
     if Path(name).exists() and not Path(name).is_dir():
         raise ValueError(f"backbone {name!r} is a file, not a model: point it at the folder save_pretrained wrote, a "
                          "hub id, 'default' or 'claimtrees-oracle'.")
@@ -373,6 +389,7 @@ def load_backbone(name_or_path: str | Path, kind: str | None = None, **kwargs: A
         warnings.warn(f"{name!r} is a published PRM of the family kind={family!r}, which reads it exactly as its "
                       f"authors' code does; kind={kind!r} reads it with the configurable layout instead (drop kind= "
                       "to use the family, docs/PRMS.md).", UserWarning, stacklevel=2)
+    require_cached_offline("backbone", name, kwargs)
     with named_load_errors("backbone", name):
         if kind is None:  # a published PRM's hub id names its family without reading a file
             kind = family or _detect_from_files(name, kwargs)

@@ -18,7 +18,8 @@ rationale, a verdict prompt); a chat endpoint takes messages and renders them wi
 prompt text is sent as the messages it was rendered from (the verifier tells the engine:
 :meth:`ChatEngine.remember_chat`), the text past them as a continued final message (``continue_final_message=True``,
 ``add_generation_prompt=False``): the last message continued or a new assistant turn, whichever the tokenizer's
-template renders back to exactly the same text. A text no such messages render (a prompt written without a chat
+template renders back to exactly the same text (a prompt that ends at the generation prompt is sent with
+``add_generation_prompt=True`` instead). A text no such messages render (a prompt written without a chat
 template, such as ``use_chat_template=False``, or R-PRM's literal ChatML on a tokenizer without a ChatML template) is
 refused, naming ``api="completions"``. Generation is ONE request per input with ``n=``, ``add_special_tokens=True``
 (the ids ``encode`` gives, as ``/v1/completions`` tokenizes) and ``return_token_ids=True``; a verdict read is a
@@ -452,17 +453,22 @@ class ChatEngine(ServedEngine):
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False,
                                                   continue_final_message=True)
 
-    def messages_for(self, text: str) -> list[dict[str, str]]:
-        """The messages whose rendering, the final one continued, is exactly ``text`` (module docstring).
+    def messages_for(self, text: str) -> tuple[list[dict[str, str]], bool]:
+        """``(messages, generation prompt)``: the messages whose rendering is exactly ``text``, with the generation
+        prompt added (``text`` is a remembered prompt as rendered) or else their final one continued (module
+        docstring).
 
         Raises:
-            ValueError: No remembered prompt starts ``text``, or none of the two layouts renders back to it.
+            ValueError: No remembered prompt starts ``text``, or none of the layouts renders back to it.
         """
         base = next((self._chats[key] for key in reversed(self._chats) if text.startswith(key)), None)
         if base is None:
             raise ValueError(f"api='chat': the prompt {text[:80]!r}... was not rendered from chat messages (a "
                              "prompt written as text, e.g. use_chat_template=False or R-PRM's literal ChatML), so a "
                              "chat endpoint cannot be sent it exactly: use api='completions'.")
+        if text in self._chats and self.tokenizer.apply_chat_template(
+                base, tokenize=False, add_generation_prompt=True) == text:
+            return [dict(m) for m in base], True  # the generation prompt itself, nothing written after it
         layouts = [base[:-1] + [{"role": base[-1]["role"], "content": _SENTINEL}],
                    base + [{"role": "assistant", "content": _SENTINEL}]]
         for layout in layouts:
@@ -476,7 +482,7 @@ class ChatEngine(ServedEngine):
             messages = layout[:-1] + [{"role": layout[-1]["role"], "content": text[len(head):]}]
             try:
                 if self._render(messages) == text:
-                    return messages
+                    return messages, False
             except Exception:  # noqa: BLE001 - as above
                 continue
         raise ValueError(f"api='chat': no messages render, their final one continued, to exactly the prompt "
@@ -490,8 +496,10 @@ class ChatEngine(ServedEngine):
             raise ValueError(f"api='chat': the tokenizer's ids of the prompt do not start with {self._lead} (what "
                              "it adds to any text), so add_special_tokens cannot reproduce them: use "
                              "api='completions'.")
-        return {"model": self.model, "messages": self.messages_for(text), "add_generation_prompt": False,
-                "continue_final_message": True, "add_special_tokens": bool(self._lead), "return_token_ids": True}
+        messages, generation_prompt = self.messages_for(text)
+        return {"model": self.model, "messages": messages, "add_generation_prompt": generation_prompt,
+                "continue_final_message": not generation_prompt, "add_special_tokens": bool(self._lead),
+                "return_token_ids": True}
 
     def _check_prompt_ids(self, answer: dict[str, Any], expected: list[int], url: str) -> None:
         got = answer.get("prompt_token_ids")

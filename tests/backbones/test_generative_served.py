@@ -190,19 +190,29 @@ def test_served_chat_family_equals_the_local_family(tmp_path, kind):
     assert [v.verdict_text for v in remote] == [v.verdict_text for v in here]
     assert [v.prob for v in remote] == pytest.approx([v.prob for v in here], abs=1e-5)
     assert bodies[0]["n"] == 3 and bodies[0]["continue_final_message"] is True  # one input's samples together
-    assert all(b["add_generation_prompt"] is False for b in bodies)
+    assert all(b["add_generation_prompt"] is False for b in bodies)  # every family writes past the prompt
     assert sum(v.requests for v in remote) == len(bodies)  # every request counted
     assert sum(v.generated_tokens for v in remote) == sum(v.generated_tokens for v in here)
 
 
-def test_served_chat_generative_kind_equals_local(tmp_path):
-    path = genprm_mirror(tmp_path / "mirror")
+@pytest.mark.parametrize("mirror", ["r1", "chatml"])
+def test_served_chat_generative_kind_equals_local(tmp_path, mirror):
+    path = (genprm_mirror if mirror == "r1" else rprm_mirror)(tmp_path / "mirror")
     options = {"prompt": "Q: {question}\nBefore: {previous_steps}\nCheck: {step}", "num_samples": 2,
                "sampling": Sampling(temperature=1.0, max_tokens=12)}
-    local = load_backbone(path, kind="generative", seed=SEED, device="cpu", **options)
+    tokenizer = None
+    if mirror == "chatml":  # the Qwen2.5-style tokenizer given a ChatML template
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer.chat_template = CHATML
+    local = load_backbone(path, kind="generative", seed=SEED, device="cpu", tokenizer=tokenizer,
+                          use_chat_template=True, **options)
     with FakeServer(VLLMLike(local.engine.model, local.tokenizer)) as server:
         served = load_backbone(server.url, kind="generative", tokenizer=local.tokenizer, api="chat", **options)
         remote = served.sample_verdicts([QUESTION + STEPS[:1]], [STEPS[1]], [3], num_base=[2])
+        first = next(body for _, route, body in server.requests if route == "/v1/chat/completions")
+    assert first["add_generation_prompt"] is True  # the prompt ends at the generation prompt: sent as one
     here = local.sample_verdicts([QUESTION + STEPS[:1]], [STEPS[1]], [3], num_base=[2])
     assert remote.probs[0].tolist() == pytest.approx(here.probs[0].tolist(), abs=1e-5)
     assert remote.generated_tokens == here.generated_tokens

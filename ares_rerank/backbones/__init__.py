@@ -1,7 +1,7 @@
 """Backbones: anything that maps (premise lists, hypotheses) to entailment probabilities."""
 
 from .base import Backbone, ChainBackbone, FunctionBackbone, SampledBackbone, call_backbone
-from .generative import GenerativeVerifier, LocalEngine, Sampling, ServedEngine
+from .generative import ChatEngine, GenerativeVerifier, LocalEngine, Sampling, ServedEngine
 from .judge import LLMJudge
 from .loading import load_backbone
 from .nli import EntailmentHead
@@ -20,6 +20,7 @@ __all__ = [
     "Backbone",
     "CausalPRM",
     "ChainBackbone",
+    "ChatEngine",
     "ClaimTreesOracle",
     "EntailmentHead",
     "FitPremises",

@@ -149,6 +149,8 @@ def require_cached_offline(what: str, name: str, options: dict[str, Any] | None 
     options = options or {}
     if not (_offline() or options.get("local_files_only")) or Path(name).exists():
         return
+    if resolve_model_name(name, options.get("revision")) != name:  # the packaged encoder: a local folder
+        return
     if not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name) or name.startswith("."):
         return
     from huggingface_hub import constants
@@ -160,8 +162,8 @@ def require_cached_offline(what: str, name: str, options: dict[str, Any] | None 
         return
     why = "HF_HUB_OFFLINE=1" if _offline() else "local_files_only=True"
     raise ValueError(
-        f"{what} {name!r} is not a local folder, and as a hub id it is not in the Hugging Face cache (looked in "
-        f"{folder}), which is all that {why} reads: download it once with `HF_HUB_OFFLINE=0 hf download {name}`"
+        f"{what} {name!r} is not a local folder and did not load as a Hugging Face hub id: it is not in the cache "
+        f"(looked in {folder}), which is all that {why} reads: download it once with `HF_HUB_OFFLINE=0 hf download {name}`"
         f"{'' if options.get('cache_dir') is None else f' --cache-dir {cache}'}, then run this again; or pass a "
         "local folder (a typo of a folder name ends here too).")
 

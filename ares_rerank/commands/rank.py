@@ -44,14 +44,37 @@ def register(subparsers: Any) -> None:
     options.add_run_arguments(parser, batch_size=16, unit="Prompts")
 
 
+# Words data sets use for a rank record's two keys (-> the key meant); difflib catches the near misses.
+_KEY_WORDS = {"prompt": ("question", "problem", "query", "input", "instruction"),
+              "candidates": ("completions", "responses", "outputs", "answers", "samples", "generations")}
+
+
+def _missing_key(record: dict[str, Any], key: str, flag: str, role: str) -> str | None:
+    """Why ``record`` lacks ``key``, naming the key it has instead (``question`` for ``prompt``, ``candidate`` for
+    ``candidates``) and both fixes; ``None`` when it has ``key``."""
+    import difflib
+
+    if key in record:
+        return None
+    present = [k for k in record if isinstance(k, str)]
+    near = difflib.get_close_matches(key, present, 1, 0.75) or [
+        k for k in present if k.lower() in _KEY_WORDS.get(role, ())][:1]
+    if near:
+        return (f"has the key {near[0]!r} and no {key!r}: rename {near[0]!r} to {key!r}, or pass {flag} "
+                f"{near[0]} to read it")
+    return f"has no {key!r} ({flag} names the key of the {role})"
+
+
 def _read(path: Path, prompt_key: str, candidates_key: str) -> list[dict[str, Any]]:
     records = []
     for lineno, record in read_jsonl(path):
-        if not isinstance(record, dict) or prompt_key not in record or candidates_key not in record:
-            raise ValueError(
-                f"{path}:{lineno} needs the keys {prompt_key!r} and {candidates_key!r} (a list of candidates); "
-                "rename them with --prompt-key / --candidates-key."
-            )
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}:{lineno} must be a JSON object with the keys {prompt_key!r} and "
+                             f"{candidates_key!r} (a list of candidates), got {type(record).__name__}.")
+        missing = [why for why in (_missing_key(record, prompt_key, "--prompt-key", "prompt"),
+                                   _missing_key(record, candidates_key, "--candidates-key", "candidates")) if why]
+        if missing:
+            raise ValueError(f"{path}:{lineno} {'; and '.join(missing)}.")
         if not isinstance(record[candidates_key], list):
             raise ValueError(f"{path}:{lineno}: {candidates_key!r} must be a list of candidates.")
         _check_texts(path, lineno, record[prompt_key], record[candidates_key], prompt_key, candidates_key)
@@ -84,7 +107,7 @@ def _result(record: dict[str, Any], scored: list[dict[str, Any]], top_k: int | N
         "ranking": ranking[:top_k],
         "best_index": ranking[0]["index"] if ranking and ranking[0]["score"] is not None else None,  # none scored
     }
-    if groups:
+    if reranker.selection != "best":  # the keys the help promises, also when no answer was read
         by_index = {r["index"]: r["answer"] for r in ordered}
         out.update(answers=[by_index[r["index"]] for r in scored], groups=groups)
     return out
@@ -102,6 +125,7 @@ def _rank_all(args: argparse.Namespace, records: list[dict[str, Any]], results: 
     reranker = AresReranker(backbone, config=config, batch_size=None, show_progress_bar=False, **settings)
     keys = [record_key(i, record) for i, record in enumerate(records)]
     done = options.resume_results(results, keys)
+    answered = [0, 0]  # candidates with an answer read, candidates scored
     with tqdm(total=len(records), initial=done, desc="ranking", unit="prompt", disable=args.no_progress,
               file=sys.stderr) as bar:
         for start in range(done, len(records), args.batch_size):
@@ -109,9 +133,20 @@ def _rank_all(args: argparse.Namespace, records: list[dict[str, Any]], results: 
             prompts = [r[args.prompt_key] for r in batch]
             candidates = [r[args.candidates_key] for r in batch]
             scored = reranker.score_batch(prompts, candidates)
-            results.append([_result(record, one, args.top_k, reranker) for record, one in zip(batch, scored)],
-                           keys[start:start + len(batch)])
+            lines = [_result(record, one, args.top_k, reranker) for record, one in zip(batch, scored)]
+            results.append(lines, keys[start:start + len(batch)])
+            for line in lines:  # what the answer function read, over the candidates that were scored
+                read = [a for a, s in zip(line.get("answers", []), line["scores"]) if s is not None]
+                answered[0] += sum(a is not None for a in read)
+                answered[1] += len(read)
             bar.update(len(batch))
+    unread = answered[1] - answered[0]
+    if reranker.selection != "best" and unread * 2 > answered[1]:
+        print(f"warning: --answer-fn {args.answer_fn} read no final answer from {unread} of {answered[1]} scored "
+              f"candidates (their 'answers' entries are null and they vote for no answer, so --selection "
+              f"{args.selection} picks among the rest, or by score alone): check that the answer function fits "
+              "how your candidates state their answers, or pass your own (--answer-fn module:function).",
+              file=sys.stderr)
     notice = options.window_notice(backbone)
     if notice:
         print(notice, file=sys.stderr)

@@ -79,7 +79,8 @@ def test_rank_empty_candidate_and_bad_input(tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "p", "candidates": ["a"]}\n{"prompt": "p"}\n')
     assert main(["rank", "--input", str(bad), *ORACLE_ARGS]) == 2
-    assert "bad.jsonl:2 needs the keys 'prompt' and 'candidates'" in capsys.readouterr().err
+    assert "bad.jsonl:2 has no 'candidates' (--candidates-key names the key of the candidates)" in \
+        capsys.readouterr().err
     # a candidate or prompt that is neither text nor a conversation: the line and the candidate, before any scoring
     bad.write_text('{"prompt": "p", "candidates": ["a"]}\n{"prompt": "p", "candidates": ["a", 42]}\n')
     out_bad = tmp_path / "never.jsonl"

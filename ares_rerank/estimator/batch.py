@@ -71,6 +71,7 @@ backbones in the default modes are scored exactly as before.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
@@ -422,7 +423,26 @@ def ares_scores(chains: Sequence[Chain], backbone: Backbone, config: AresConfig 
         _sample_wave(active, backbone) if sampled else _evaluate_wave(active, backbone)
         for run in active:
             run.advance()
-    return [run.result() for run in runs]
+    results = [run.result() for run in runs]
+    if config.mode == "exact":
+        warn_loose_bounds(results, config)
+    return results
+
+
+def warn_loose_bounds(results: Sequence[ChainScores], config: AresConfig) -> None:
+    """A RuntimeWarning when exact mode's hard bound exceeds eps on some step: ``max_masks`` (or ``prune_mass``)
+    dropped more than 2*eps of mass there, so the score is certain only to within its bound, not eps."""
+    loose = [(max(r.error_bounds), r.chain_id) for r in results if r.error_bounds and max(r.error_bounds) >
+             config.eps + 1e-12]
+    if not loose:
+        return
+    worst, chain_id = max(loose, key=lambda item: item[0])
+    warnings.warn(
+        f"mode='exact': {len(loose)} of {len(results)} chains have a step whose hard error bound exceeds "
+        f"eps={config.eps} (largest {worst:.3f}, chain {chain_id!r}): the masks past max_masks="
+        f"{config.mask_budget} were dropped with more than 2*eps of mass, and the score is certain only to within "
+        "that bound (ChainScores.error_bounds). Raise --max-masks, or use --mode auto (it samples the dropped masks "
+        "under eps / delta) or --mode sample.", RuntimeWarning, stacklevel=3)
 
 
 def check_sampled_mode(backbone: Any, config: AresConfig) -> None:

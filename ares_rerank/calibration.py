@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -214,7 +215,8 @@ def negative_log_likelihood(logits: Any, labels: Any, temperature: float = 1.0, 
     return float(-_log_softmax(_scaled(z, temperature, bias, positive_index))[np.arange(z.shape[0]), y].mean())
 
 
-def fit_temperature(logits: Any, labels: Any, t_min: float = T_MIN, t_max: float = T_MAX) -> float:
+def fit_temperature(logits: Any, labels: Any, t_min: float = T_MIN, t_max: float = T_MAX, bias: float = 0.0,
+                    positive_index: int = 1) -> float:
     """The temperature that minimizes the NLL of held-out ``labels`` under ``softmax(logits / T)``.
 
     The NLL is convex in ``1 / T`` (a log-sum-exp of linear functions minus a linear one), hence unimodal in
@@ -225,6 +227,8 @@ def fit_temperature(logits: Any, labels: Any, t_min: float = T_MIN, t_max: float
         logits: ``(n, num_labels)`` logits or ``(n,)`` binary log-odds of held-out pairs.
         labels: ``(n,)`` class indices.
         t_min, t_max: Search interval (the fit is clipped to it).
+        bias, positive_index: An entailment bias kept as it is (a Platt-calibrated head's), added to the logit of
+            class ``positive_index`` after the division: the temperature is fitted with it in place.
 
     Returns:
         The fitted temperature ``T``; divide logits by it before the softmax.
@@ -236,7 +240,7 @@ def fit_temperature(logits: Any, labels: Any, t_min: float = T_MIN, t_max: float
     rows = np.arange(z.shape[0])
 
     def nll(log_t: float) -> float:
-        return float(-_log_softmax(z / math.exp(log_t))[rows, y].mean())
+        return float(-_log_softmax(_scaled(z, math.exp(log_t), bias, positive_index))[rows, y].mean())
 
     lo, hi = math.log(t_min), math.log(t_max)
     ratio = (math.sqrt(5.0) - 1.0) / 2.0
@@ -402,6 +406,23 @@ def check_method(method: Any, name: str = "method") -> str:
     return method
 
 
+def _warn_at_limit(temperature: float, bias: float, method: str, n: int) -> None:
+    """The RuntimeWarning of :func:`calibrate` for a fit clamped at the search's limits."""
+    if temperature <= T_MIN * (1 + 1e-4) or (method == "platt" and abs(bias) >= BIAS_MAX * (1 - 1e-4)):
+        at = f"temperature {temperature:.4g}" + (f" and bias {bias:.4g}" if method == "platt" else "")
+        why = ("have no finite optimum (the head separates them perfectly, or nearly), so the fit makes it as "
+               "confident as it may and this calibration is no estimate of its error rate")
+    elif temperature >= T_MAX * (1 - 1e-4):
+        at = f"temperature {temperature:.4g}"
+        why = ("are told apart by the head's logits hardly better than by chance, so the fit squashes every score "
+               "toward the same value")
+    else:
+        return
+    warnings.warn(f"calibrate: the fitted {at} is clamped at the limit of its search (temperature in [{T_MIN}, "
+                  f"{T_MAX}], bias in +-{BIAS_MAX}): the {n} pairs {why}. Calibrate on more or other held-out pairs, "
+                  "or keep the head's calibration (--dry-run writes nothing).", RuntimeWarning, stacklevel=3)
+
+
 def calibrate(
     logits: Any,
     labels: Any,
@@ -410,6 +431,7 @@ def calibrate(
     temperature: float | None = None,
     method: str = "temperature",
     bias: float | None = None,
+    fixed_bias: float = 0.0,
 ) -> CalibrationReport:
     """Fit a calibration on held-out pairs (unless one is given) and report ECE / NLL before and after.
 
@@ -422,9 +444,15 @@ def calibrate(
             different split).
         method: ``"temperature"`` (:func:`fit_temperature`) or ``"platt"`` (:func:`fit_platt`), when fitting.
         bias: With ``temperature``: the entailment bias to evaluate (default 0.0).
+        fixed_bias: With ``method="temperature"``: the entailment bias kept (the head's own, so that refitting the
+            temperature does not drop a Platt bias); the temperature is fitted with it in place.
 
     Returns:
         A :class:`CalibrationReport`.
+
+    Warns:
+        RuntimeWarning: A fitted temperature (or bias) at the limit of its search: the pairs have no finite optimum
+            (they are separated perfectly, or nearly), and the fit makes the head as confident as it may.
     """
     z = _as_logits(logits)
     y = _as_labels(labels, z.shape[0], z.shape[1])
@@ -442,7 +470,9 @@ def calibrate(
     elif method == "platt":
         t, b = fit_platt(z, y, positive_index)
     else:
-        t, b = fit_temperature(z, y), 0.0
+        t, b = fit_temperature(z, y, bias=float(fixed_bias), positive_index=positive_index), float(fixed_bias)
+    if temperature is None:
+        _warn_at_limit(t, b, method, len(y))
     entailed = (y == positive_index).astype(np.int64)
     before = entailment_probs_from_logits(z, positive_index)
     after = entailment_probs_from_logits(z, positive_index, t, b)

@@ -151,7 +151,9 @@ def run(args: argparse.Namespace) -> int:
     classes = _classes(rows, head)
     report = calibrate(logits, classes, positive_index=head.label_index, n_bins=args.bins, method=args.method,
                        temperature=head.temperature if args.evaluate_only else None,
-                       bias=head.bias if args.evaluate_only else None)
+                       bias=head.bias if args.evaluate_only else None,
+                       # a temperature refit keeps the head's Platt bias (--method platt refits both)
+                       fixed_bias=head.bias if args.method == "temperature" and not args.evaluate_only else 0.0)
     if args.plot:
         entailed = [int(c == head.label_index) for c in classes]
         reliability_diagram(entailment_probs_from_logits(logits, head.label_index), entailed, args.plot,

@@ -112,7 +112,8 @@ def test_three_way_logits_use_the_positive_index():
     probs = entailment_probs_from_logits(logits, positive_index=2, temperature=2.0)
     expected = np.exp(logits[:, 2] / 2) / np.exp(logits / 2).sum(1)
     np.testing.assert_allclose(probs, expected, rtol=1e-10)
-    assert calibrate(logits, labels, positive_index=2).temperature > 1.0  # random logits: soften
+    with pytest.warns(RuntimeWarning, match="hardly better than by chance"):  # random logits: soften, to the limit
+        assert calibrate(logits, labels, positive_index=2).temperature > 1.0
 
 
 def test_ece_matches_a_hand_computed_example():
@@ -129,6 +130,34 @@ def test_perfectly_separated_data_hits_the_lower_bound_not_zero():
     logits = np.array([[0.0, 3.0], [0.0, -3.0]] * 10)
     labels = np.array([1, 0] * 10)
     assert fit_temperature(logits, labels) == pytest.approx(0.05, rel=1e-3)
+
+
+def test_a_fit_clamped_at_its_limit_warns_and_an_inner_one_does_not():
+    logits = np.array([[0.0, 3.0], [0.0, -3.0]] * 10)
+    labels = np.array([1, 0] * 10)
+    with pytest.warns(RuntimeWarning, match=r"fitted temperature 0\.05 is clamped at the limit of its search "
+                                            r"\(temperature in \[0\.05, 20\.0\], bias in \+-20\.0\): the 20 pairs "
+                                            r"have no finite optimum"):
+        report = calibrate(logits, labels)
+    assert report.temperature == pytest.approx(0.05, rel=1e-3)
+    noisy = np.array([[0.0, 2.0], [0.0, 1.0], [0.0, -1.0], [0.0, -2.0], [0.0, 1.5], [0.0, -1.5]])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an inner optimum: no warning
+        inner = calibrate(noisy, [1, 0, 1, 0, 1, 0])
+        calibrate(logits, labels, temperature=0.05)  # evaluating a given temperature fits nothing
+    assert 0.05 < inner.temperature < 20.0
+
+
+def test_a_temperature_fit_keeps_a_given_bias_and_fits_around_it():
+    rng = np.random.default_rng(0)
+    z = rng.normal(0, 3, size=(400, 2))
+    y = (rng.random(400) < 1 / (1 + np.exp(-(z[:, 1] - z[:, 0]) / 2.0 + 1.0))).astype(int)
+    report = calibrate(z, y, fixed_bias=-1.0)
+    assert report.bias == -1.0
+    assert report.temperature == pytest.approx(fit_temperature(z, y, bias=-1.0))
+    assert abs(report.temperature - fit_temperature(z, y)) > 1e-3  # the bias changes the fit
 
 
 def test_bad_inputs_name_the_problem():
@@ -247,7 +276,7 @@ def test_calibrate_command_fits_writes_and_the_loader_applies_the_temperature(tm
     assert (tmp_path / "rel.png").is_file()
     assert saved["bias"] == 0.0
 
-    # --method platt writes a bias too; the loader applies both; a later temperature fit resets the bias
+    # --method platt writes a bias too; the loader applies both
     assert main(["calibrate", str(folder), "--pairs", str(pairs), "--method", "platt"]) == 0
     saved = read_calibration(folder)
     t, b = fit_platt(logits, [r["label"] for r in rows])
@@ -257,8 +286,11 @@ def test_calibrate_command_fits_writes_and_the_loader_applies_the_temperature(tm
     np.testing.assert_allclose(head.entailment_probs(premises, hypotheses),
                                entailment_probs_from_logits(logits, 1, t, b), atol=1e-6)
     assert load_backbone(folder, kind="nli", device="cpu", temperature=1.0).bias == 0.0  # an explicit temperature
+    # a later temperature fit keeps the Platt bias it does not refit, and fits the temperature with it in place
     assert main(["calibrate", str(folder), "--pairs", str(pairs)]) == 0
-    assert read_calibration(folder)["bias"] == 0.0
+    kept = read_calibration(folder)
+    assert kept["bias"] == pytest.approx(b)
+    assert kept["temperature"] == pytest.approx(fit_temperature(logits, [r["label"] for r in rows], bias=b))
 
 
 def test_calibrate_config_rebuilds_the_training_split_with_its_minimal_pairs(tmp_path):

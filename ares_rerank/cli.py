@@ -28,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Step-level soundness scores (ARES) for reasoning chains: score, rank, search, evaluate, train, "
                     "serve.",
     )
+    parser.add_argument("--version", action="version", version=f"ares-rerank {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         module_name = f"ares_rerank.commands.{name}"
@@ -35,6 +36,17 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         importlib.import_module(module_name).register(subparsers)
     return parser
+
+
+def _version() -> str:
+    """The installed distribution's version, as ``ares_rerank.__version__`` reads it (the CLI imports nothing above
+    itself)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ares-rerank")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "0+unknown"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

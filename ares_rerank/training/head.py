@@ -400,7 +400,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[MixArguments, HeadTra
     from transformers import HfArgumentParser
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = HfArgumentParser((MixArguments, HeadTrainingArguments))
+    parser = HfArgumentParser((MixArguments, HeadTrainingArguments), prog="ares-rerank train head")
     if argv and argv[0].endswith((".yaml", ".yml")):
         import yaml
 

@@ -197,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from transformers import HfArgumentParser
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = HfArgumentParser(PRMTrainingArguments)
+    parser = HfArgumentParser(PRMTrainingArguments, prog="ares-rerank train prm")
     if argv and argv[0].endswith((".yaml", ".yml")):
         (args,) = parser.parse_yaml_file(argv[0])
     else:

@@ -22,12 +22,12 @@ folder. docs/PRMS.md has the table: family, hub ids, the call, what is read, how
 - ``prm`` (:class:`StepTagPRM`) / ``prm-causal`` (:class:`CausalPRM`): your own PRM with a step tag (configurable).
 
 Adding a family: a module here with a :class:`PRMBackbone` subclass (``encode_chain``, ``tag_probs``, ``kind``,
-``hub_ids``, ``architectures``), one row in ``BACKBONE_KINDS``, and a test that rebuilds the authors' scoring code on
-an offline mirror of the model.
+``hub_ids``, ``architectures``; a :class:`TaggedTextPRM` when the input is one text with a tag after each step), one
+row in ``BACKBONE_KINDS``, and a test that rebuilds the authors' scoring code on an offline mirror of the model.
 """
 
 from .actprm import ActPRM
-from .base import PRMBackbone, encode_spans, positive_class_probs, sigmoid_probs, token_pair_probs
+from .base import PRMBackbone, TaggedTextPRM, encode_spans, positive_class_probs, sigmoid_probs, token_pair_probs
 from .eurus import EurusPRM
 from .generic import QWEN_PRM_SYSTEM_PROMPT, CausalPRM, StepTagPRM, render_prm_text
 from .implicit import ImplicitPRM
@@ -49,6 +49,7 @@ __all__ = [
     "MathPSAPRM",
     "MathShepherdPRM",
     "PRMBackbone",
+    "TaggedTextPRM",
     "PUREPRM",
     "QwenPRM",
     "RLHFlowPRM",

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .base import PRMBackbone, encode_spans
+from .base import TaggedTextPRM
 from .native import native_model_class
 
 
@@ -93,7 +93,7 @@ def actprm_model_class() -> type:
     return native_model_class("Qwen2ForEnsemblePRM", _build)
 
 
-class ActPRM(PRMBackbone):
+class ActPRM(TaggedTextPRM):
     """ActPRM, scored as its authors' evaluation scores it (see the module docstring).
 
     Args:
@@ -117,14 +117,14 @@ class ActPRM(PRMBackbone):
                              "template's system and user turns. Load the PRM's own tokenizer.")
         rr_token = getattr(model.config, "rr_token", None)
         self.rr_token = rr_token if rr_token is not None else " \n\n"  # the worker's fallback
-        self.rr_token_id = tokenizer(self.rr_token)["input_ids"][0]
+        self.tag_id = tokenizer(self.rr_token)["input_ids"][0]
         self.system_prompt = system_prompt
 
     @classmethod
     def model_class(cls) -> type:
         return actprm_model_class()
 
-    def _text(self, base_claims: Sequence[str], steps: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
+    def tagged_text(self, base_claims: Sequence[str], steps: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
         messages = [{"role": "system", "content": self.system_prompt},
                     {"role": "user", "content": self.question(base_claims)}]
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
@@ -134,15 +134,6 @@ class ActPRM(PRMBackbone):
             spans.append((len(text), len(text) + len(self.rr_token)))
             text += self.rr_token
         return text, spans
-
-    def render(self, base_claims: Sequence[str], steps: Sequence[str]) -> str:
-        return self._text(base_claims, steps)[0]
-
-    def encode_chain(self, base_claims: Sequence[str], steps: Sequence[str]) -> dict[str, Any]:
-        text, spans = self._text(base_claims, steps)
-        ids, tags = encode_spans(self.tokenizer, text, spans, add_special_tokens=True,
-                                 expected_ids=[self.rr_token_id] * len(spans))
-        return {"input_ids": ids, "tags": tags}
 
     def tag_probs(self, items: Sequence[dict[str, Any]]) -> list[list[float]]:
         import torch

@@ -29,6 +29,7 @@ from ..hf import HFBackbone
 
 __all__ = [
     "PRMBackbone",
+    "TaggedTextPRM",
     "encode_spans",
     "positive_class_probs",
     "sigmoid_probs",
@@ -188,6 +189,28 @@ class PRMBackbone(HFBackbone):
     def _score_batch(self, items: list[dict[str, Any]]) -> list[Any]:
         probs = self.tag_probs(items)  # one list of per-step probabilities per item
         return [p if item.get("all_tags") else p[-1] for p, item in zip(probs, items)]
+
+
+class TaggedTextPRM(PRMBackbone):
+    """A family whose input is one text with a tag token after each step (Math-Shepherd, Math-psa, VersaPRM,
+    ActPRM): a subclass writes :meth:`tagged_text` and sets ``tag_id``; rendering and encoding are written here once.
+    """
+
+    #: The tag's token id, which must end every span :meth:`tagged_text` reports (set by the subclass).
+    tag_id: int
+
+    def tagged_text(self, base_claims: Sequence[str], steps: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
+        """The family's text for a question and its steps, with the character span of each step's tag."""
+        raise NotImplementedError
+
+    def render(self, base_claims: Sequence[str], steps: Sequence[str]) -> str:
+        return self.tagged_text(base_claims, steps)[0]
+
+    def encode_chain(self, base_claims: Sequence[str], steps: Sequence[str]) -> dict[str, Any]:
+        text, spans = self.tagged_text(base_claims, steps)
+        ids, tags = encode_spans(self.tokenizer, text, spans, add_special_tokens=True,
+                                 expected_ids=[self.tag_id] * len(spans))
+        return {"input_ids": ids, "tags": tags}
 
 
 # -- the readers ------------------------------------------------------------------------------------------------------

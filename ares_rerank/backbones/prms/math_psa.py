@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..tokenization import special_prefix
-from .base import PRMBackbone, encode_spans, token_pair_probs
+from .base import TaggedTextPRM, token_pair_probs
 
 
 __all__ = ["MATH_PSA_BASE", "MathPSAPRM"]
@@ -36,7 +36,7 @@ MATH_PSA_BASE = "Qwen/Qwen2.5-Math-7B-Instruct"
 _STEP_TAG = "\n\n\n\n\n"  # OpenR's prm_step_tag is this plus a space; rm_call puts a space before it
 
 
-class MathPSAPRM(PRMBackbone):
+class MathPSAPRM(TaggedTextPRM):
     """Math-psa, scored as OpenR's reward-model path scores it (see the module docstring).
 
     Args:
@@ -85,7 +85,7 @@ class MathPSAPRM(PRMBackbone):
                              "stripped, as OpenR's rm_call does: give each step some text.")
         return pieces
 
-    def _text(self, base_claims: Sequence[str], steps: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
+    def tagged_text(self, base_claims: Sequence[str], steps: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
         text, spans = self.question(base_claims) + " ", []
         for step in steps:
             for piece in self._pieces(step):
@@ -94,15 +94,6 @@ class MathPSAPRM(PRMBackbone):
                 text += _STEP_TAG + " "
             spans.append((end - len(_STEP_TAG) - 1, end))  # the " \n\n\n\n\n" token of the step's last piece
         return text, spans
-
-    def render(self, base_claims: Sequence[str], steps: Sequence[str]) -> str:
-        return self._text(base_claims, steps)[0]
-
-    def encode_chain(self, base_claims: Sequence[str], steps: Sequence[str]) -> dict[str, Any]:
-        text, spans = self._text(base_claims, steps)
-        ids, tags = encode_spans(self.tokenizer, text, spans, add_special_tokens=True,
-                                 expected_ids=[self.tag_id] * len(spans))
-        return {"input_ids": ids, "tags": tags}
 
     def tag_probs(self, items: Sequence[dict[str, Any]]) -> list[list[float]]:
         return token_pair_probs(self, items, self.good_id, self.bad_id)

@@ -18,13 +18,13 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..tokenization import special_prefix
-from .base import PRMBackbone, encode_spans, token_pair_probs
+from .base import TaggedTextPRM, token_pair_probs
 
 
 __all__ = ["MathShepherdPRM"]
 
 
-class MathShepherdPRM(PRMBackbone):
+class MathShepherdPRM(TaggedTextPRM):
     """Math-Shepherd, scored as its model card scores it (see the module docstring).
 
     Args:
@@ -58,22 +58,13 @@ class MathShepherdPRM(PRMBackbone):
             )
         self.good_id, self.bad_id = candidates
 
-    def _text(self, base_claims: Sequence[str], steps: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
+    def tagged_text(self, base_claims: Sequence[str], steps: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
         text, spans = self.question(base_claims) + " ", []
         for k, step in enumerate(steps):
             text += ("\n" if k else "") + step + " "
             spans.append((len(text), len(text) + len(self.step_tag)))
             text += self.step_tag
         return text, spans
-
-    def render(self, base_claims: Sequence[str], steps: Sequence[str]) -> str:
-        return self._text(base_claims, steps)[0]
-
-    def encode_chain(self, base_claims: Sequence[str], steps: Sequence[str]) -> dict[str, Any]:
-        text, spans = self._text(base_claims, steps)
-        ids, tags = encode_spans(self.tokenizer, text, spans, add_special_tokens=True,
-                                 expected_ids=[self.tag_id] * len(spans))
-        return {"input_ids": ids, "tags": tags}
 
     def tag_probs(self, items: Sequence[dict[str, Any]]) -> list[list[float]]:
         return token_pair_probs(self, items, self.good_id, self.bad_id)

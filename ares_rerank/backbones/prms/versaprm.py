@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .base import PRMBackbone, encode_spans, token_pair_probs
+from .base import TaggedTextPRM, token_pair_probs
 
 
 __all__ = ["VersaPRM"]
@@ -30,7 +30,7 @@ __all__ = ["VersaPRM"]
 _TAG = " \n\n\n\n"
 
 
-class VersaPRM(PRMBackbone):
+class VersaPRM(TaggedTextPRM):
     """VersaPRM, scored as its published evaluation scores it (see the module docstring).
 
     Args:
@@ -62,22 +62,13 @@ class VersaPRM(PRMBackbone):
             )
         self.tag_id, self.good_id, self.bad_id = tag[0], good[0], bad[0]
 
-    def _text(self, base_claims: Sequence[str], steps: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
+    def tagged_text(self, base_claims: Sequence[str], steps: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
         text, spans = self.question(base_claims).strip().replace(_TAG, "") + " \n\n", []
         for step in steps:
             text += step.strip().replace(_TAG, "")
             spans.append((len(text), len(text) + len(_TAG)))
             text += _TAG
         return text, spans
-
-    def render(self, base_claims: Sequence[str], steps: Sequence[str]) -> str:
-        return self._text(base_claims, steps)[0]
-
-    def encode_chain(self, base_claims: Sequence[str], steps: Sequence[str]) -> dict[str, Any]:
-        text, spans = self._text(base_claims, steps)
-        ids, tags = encode_spans(self.tokenizer, text, spans, add_special_tokens=True,
-                                 expected_ids=[self.tag_id] * len(spans))
-        return {"input_ids": ids, "tags": tags}
 
     def tag_probs(self, items: Sequence[dict[str, Any]]) -> list[list[float]]:
         return token_pair_probs(self, items, self.good_id, self.bad_id)  # softmax over (+, -), column 0 = "+"

@@ -15,7 +15,8 @@ averages seeded random subsets of N; ``--subsets first`` takes each problem's fi
 Needs the ``eval`` extra (``pip install 'ares-rerank[eval]'``: scikit-learn, matplotlib). Everything is written under
 ``--out`` (default ``./ares-eval`` in the working directory): ``<name>.json`` and ``<name>.md``, and the score cache
 in ``<out>/cache`` unless ``--cache-dir`` names another folder. PRMBench and BIG-Bench Mistake are read from
-``--data-dir`` or ``$ARES_DATA_DIR``.
+``--data-dir`` or ``$ARES_DATA_DIR``. ``--backbone`` defaults to ``default`` (the shipped head), as in every command;
+the ClaimTrees tasks also have a perfect rule oracle, ``--backbone claimtrees-oracle``.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="--path: how a candidate splits into steps: auto (Math-Shepherd's 'ки' tag where present, "
                           "else blank lines), a literal, 're:<regex>' or 'none' (sentences).")
     options.add_answer_fn_argument(bon)  # correctness against the gold answer, and the votes
-    options.add_backbone_arguments(parser, default="claimtrees-oracle")
+    options.add_backbone_arguments(parser)
     parser.add_argument("--methods", default=DEFAULT_METHODS,
                         help=f"Comma-separated: ares and/or baselines (--task bon: default {BON_METHODS}; 'given' "
                              "adds the step scores shipped with a search-and-learn file).")

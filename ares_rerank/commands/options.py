@@ -129,12 +129,13 @@ def dataclass_from_args(cls: type, args: argparse.Namespace) -> Any:
     return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)})
 
 
-def add_backbone_arguments(parser: argparse.ArgumentParser, default: str = "default") -> None:
-    """``--backbone``, ``--kind`` and ``--backbone-options``: what :func:`backbone_from_args` loads."""
+def add_backbone_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--backbone``, ``--kind`` and ``--backbone-options``: what :func:`backbone_from_args` loads; one default
+    for every command (score, rank, search, eval, serve: the shipped head)."""
     group = parser.add_argument_group("backbone")
-    group.add_argument("--backbone", default=default,
+    group.add_argument("--backbone", default="default",
                        help="'default' (the shipped head), a model folder or hub id, a server URL (with --kind), "
-                            f"'claimtrees-oracle', or 'package.module:attr' (default: {default}).")
+                            "'claimtrees-oracle', or 'package.module:attr' (default: default).")
     from ..backbones.loading import KINDS
 
     group.add_argument("--kind", default=None, choices=KINDS,

@@ -322,7 +322,8 @@ def test_eval_and_distributed_outputs_survive_a_full_disk(tmp_path):
     (results / "mine.json").write_text(OLD * 200)
     (results / "mine.md").write_text(OLD * 200)
     before = _snapshot(results)
-    done = _cli(["eval", "--task", "claimtrees", "--length", "5", "--n", "20", "--methods", "ares,entail-prev",
+    done = _cli(["eval", "--backbone", "claimtrees-oracle",
+                 "--task", "claimtrees", "--length", "5", "--n", "20", "--methods", "ares,entail-prev",
                  "--output-dir", str(results), "--name", "mine", "--no-progress", "--overwrite"], tmp_path,
                 max_bytes=3000)
     message = _one_line_error(done)

@@ -44,6 +44,12 @@ def test_estimator_and_backbone_flags_are_the_same_in_every_command():
             assert flags.get(flag, "missing") == default, (name, flag)
     for flag in ("--backbone", "--kind", "--backbone-options", "--batch-size"):
         assert all(flag in flags for flags in parsers.values()), flag
+    # one set of defaults: the same backbone (and, where the text is split, the same prompt split) everywhere,
+    # serve and search included (eval defaulted to the rule oracle, which reads ClaimTrees only)
+    parsers.update(serve=_flags(_subparser("serve")), search=_flags(_subparser("search")))
+    assert {name: flags["--backbone"] for name, flags in parsers.items()} == dict.fromkeys(parsers, "default")
+    assert {name: flags["--prompt-split"] for name, flags in parsers.items() if "--prompt-split" in flags} == \
+        dict.fromkeys(("score", "rank", "distributed", "serve", "search"), RerankConfig.prompt_split)
     for flag in ("--step-separator", "--prompt-split"):  # eval's tasks give chains, not text
         assert all(flag in parsers[name] for name in ("score", "rank", "distributed")), flag
     for flag in ("--input", "--output", "--no-progress"):
@@ -75,7 +81,7 @@ def test_aresconfig_works_with_hf_argument_parser():
     (["score", "{data}", "--backbone", "no/such/model-folder"], "no/such/model-folder"),
     (["score", "{data}", "--input", "other.jsonl", "--backbone", "claimtrees-oracle"], "give one"),
     (["rank", "--input", "{data}", "--backbone", "claimtrees-oracle", "--batch-size", "0"], "--batch-size=0"),
-    (["eval", "--task", "nope", "--no-progress"], "task='nope' is unknown"),
+    (["eval", "--backbone", "claimtrees-oracle", "--task", "nope", "--no-progress"], "task='nope' is unknown"),
     (["calibrate", "default", "--pairs", "{data}"], "never modifies"),
     (["calibrate", "default", "--pairs", "{data}", "--output-dir", "{package}/calibrated"],
      "--output-dir: '{package}/calibrated' is inside the installed ares_rerank package"),
@@ -83,10 +89,13 @@ def test_aresconfig_works_with_hf_argument_parser():
     (["calibrate", "default", "--pairs", "{data}", "--dry-run", "--bins", "99999999999"],
      "--bins=99999999999 must be an integer in [1, 1000]"),
     (["calibrate", "default", "--pairs", "{data}", "--output-dir", "{file}/copy"], "--output-dir: cannot create"),
-    (["eval", "--task", "claimtrees", "--n", "10", "--cache-dir", "{package}/cache", "--no-progress"],
+    (["eval", "--backbone", "claimtrees-oracle",
+      "--task", "claimtrees", "--n", "10", "--cache-dir", "{package}/cache", "--no-progress"],
      "--cache-dir: '{package}/cache' is inside the installed ares_rerank package"),
-    (["eval", "--task", "processbench", "--n", "5", "--no-progress"], "task='processbench' needs ['path']"),
-    (["eval", "--task", "claimtrees", "--n", "99999999999", "--no-cache", "--no-progress"],
+    (["eval", "--backbone", "claimtrees-oracle",
+      "--task", "processbench", "--n", "5", "--no-progress"], "task='processbench' needs ['path']"),
+    (["eval", "--backbone", "claimtrees-oracle",
+      "--task", "claimtrees", "--n", "99999999999", "--no-cache", "--no-progress"],
      "n=99,999,999,999 examples are more than one call builds"),
     (["score", "{data}", "--backbone", "{data}"], "is a file, not a model"),
     (["score", "{data}", "--backbone", "claimtrees-oracle", "--kind", "judge"], "not kind='judge'"),

@@ -114,7 +114,8 @@ def test_a_run_killed_midway_leaves_no_credential_in_its_partial_file_or_its_out
 @pytest.mark.parametrize("credential", ["password", "api_key"])
 def test_eval_results_and_their_file_names_hold_no_credential(credential, tmp_path, capsys):
     with FakeServer(Judge()) as server:
-        assert main(["eval", "--task", "claimtrees", "--length", "3", "--n", "5", "--methods", "ares",
+        assert main(["eval", "--backbone", "claimtrees-oracle",
+                     "--task", "claimtrees", "--length", "3", "--n", "5", "--methods", "ares",
                      "--output-dir", str(tmp_path / "runs"), "--no-progress", *backbone_flags(server, credential)]) == 0
     printed = "".join(capsys.readouterr())
     results = list((tmp_path / "runs").glob("*.json"))

@@ -80,7 +80,8 @@ def outputs(tmp_path_factory, tiny_causal_lm_path) -> dict[str, Path]:
                  str(out["beam"])]) == 0
     assert main(["search", *tiny, "--approach", "best-of-n", "--n", "3", "--rejection", "hard", "--threshold", "0.6",
                  "--output", str(out["rejection"])]) == 0
-    assert main(["eval", "--task", "bon", "--generate", "claimtrees", "--n", "12", "--candidates", "4",
+    assert main(["eval", "--backbone", "claimtrees-oracle",
+                 "--task", "bon", "--generate", "claimtrees", "--n", "12", "--candidates", "4",
                  "--output-dir", str(out["bon"].parent), "--name", "ct", *ORACLE]) == 0
     return out
 

@@ -146,7 +146,8 @@ def test_eval_bon_on_string_labels_is_one_error_line_and_writes_nothing(tmp_path
 
     path = write_jsonl(tmp_path / "rlhflow.jsonl", [{"prompt": "q", "answers": ["\\boxed{1}", "\\boxed{2}"],
                                                      "label": ["0", "1"]}])
-    assert main(["eval", "--task", "bon", "--path", str(path), "--output-dir", str(tmp_path / "runs"),
+    assert main(["eval", "--backbone", "claimtrees-oracle",
+                 "--task", "bon", "--path", str(path), "--output-dir", str(tmp_path / "runs"),
                  "--no-progress"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("ares-rerank eval: error: ") and "record 1: label 0 is '0'" in line
@@ -176,7 +177,8 @@ def test_cli_eval_bon_writes_json_markdown_and_plot(tmp_path):
 
     source = write_jsonl(tmp_path / "sal.jsonl", SAL)
     out = tmp_path / "out"
-    args = ["eval", "--task", "bon", "--path", str(source), "--methods", "given", "--output-dir", str(out),
+    args = ["eval", "--backbone", "claimtrees-oracle",
+            "--task", "bon", "--path", str(source), "--methods", "given", "--output-dir", str(out),
             "--no-progress"]
     assert main(args + ["--name", "run"]) == 0
     results = json.loads((out / "run.json").read_text())
@@ -186,14 +188,16 @@ def test_cli_eval_bon_writes_json_markdown_and_plot(tmp_path):
     assert main(args + ["--name", "run"]) == 0  # the same settings again: replaced
     assert main(args + ["--name", "run", "--subsets", "first"]) == 2  # other settings: refused before any work
     # neither --path nor --generate
-    assert main(["eval", "--task", "bon", "--output-dir", str(out), "--no-progress"]) == 2
+    assert main(["eval", "--backbone", "claimtrees-oracle",
+                 "--task", "bon", "--output-dir", str(out), "--no-progress"]) == 2
 
 
 def test_cli_eval_bon_on_a_generated_set_with_the_oracle(tmp_path, capsys):
     from ares_rerank.cli import main
 
     out = tmp_path / "out"
-    assert main(["eval", "--task", "bon", "--generate", "claimtrees", "--n", "20", "--candidates", "4",
+    assert main(["eval", "--backbone", "claimtrees-oracle",
+                 "--task", "bon", "--generate", "claimtrees", "--n", "20", "--candidates", "4",
                  "--backbone", "claimtrees-oracle", "--output-dir", str(out), "--name", "ct", "--no-progress"]) == 0
     results = json.loads((out / "ct.json").read_text())
     assert results["n_values"] == [1, 2, 4] and results["task"]["num_problems"] == 20
@@ -328,7 +332,8 @@ def test_cli_math_verify_agrees_with_standard_on_bare_latex_golds(tmp_path):
         assert [p.correct for p in load_bon_file(source, answer_fn=name).problems] == truth, name
     out, rows = tmp_path / "out", {}
     for name in ("standard", "math-verify"):
-        assert main(["eval", "--task", "bon", "--path", str(source), "--methods", "given", "--answer-fn", name,
+        assert main(["eval", "--backbone", "claimtrees-oracle",
+                     "--task", "bon", "--path", str(source), "--methods", "given", "--answer-fn", name,
                      "--output-dir", str(out), "--name", name, "--no-progress"]) == 0
         rows[name] = json.loads((out / f"{name}.json").read_text())["rows"]
     assert rows["math-verify"] == rows["standard"]
@@ -393,7 +398,8 @@ def test_subsets_first_reproduces_search_and_learn_weighted_naive_and_majority(t
     records = sal_grouped_records()
     source = write_jsonl(tmp_path / "sal_grouped.jsonl", records)
     out = tmp_path / "out"
-    base = ["eval", "--task", "bon", "--path", str(source), "--methods", "given", "--selections", "best,weighted",
+    base = ["eval", "--backbone", "claimtrees-oracle",
+            "--task", "bon", "--path", str(source), "--methods", "given", "--selections", "best,weighted",
             "--output-dir", str(out), "--no-progress"]
     assert main(base + ["--subsets", "first", "--name", "first"]) == 0
     first = json.loads((out / "first.json").read_text())
@@ -417,7 +423,8 @@ def test_subsets_flags_say_which_protocol_takes_them(tmp_path, capsys):
     from ares_rerank.cli import main
 
     source = write_jsonl(tmp_path / "sal.jsonl", SAL)
-    args = ["eval", "--task", "bon", "--path", str(source), "--methods", "given", "--output-dir", str(tmp_path / "o"),
+    args = ["eval", "--backbone", "claimtrees-oracle",
+            "--task", "bon", "--path", str(source), "--methods", "given", "--output-dir", str(tmp_path / "o"),
             "--no-progress"]
     with pytest.raises(SystemExit) as done:
         main(args + ["--subsets", "8"])

@@ -116,14 +116,16 @@ def test_evaluate_checks_its_arguments_and_a_cache_needs_a_backbone_name(tmp_pat
 
 
 def test_ares_rerank_eval_subcommand(tmp_path, capsys):
-    code = cli_main(["eval", "--task", "claimtrees", "--length", "5", "--n", "5", "--methods", "ares",
+    code = cli_main(["eval", "--backbone", "claimtrees-oracle",
+                     "--task", "claimtrees", "--length", "5", "--n", "5", "--methods", "ares",
                      "--output-dir", str(tmp_path), "--no-cache", "--name", "cli", "--no-progress"])
     assert code == 0 and (tmp_path / "cli.json").is_file()
     assert "ClaimTrees-5" in capsys.readouterr().out
 
 
 def test_eval_subcommand_sample(tmp_path, capsys):
-    code = cli_main(["eval", "--task", "claimtrees", "--length", "5", "--n", "20", "--sample", "6", "--sample-seed",
+    code = cli_main(["eval", "--backbone", "claimtrees-oracle",
+                     "--task", "claimtrees", "--length", "5", "--n", "20", "--sample", "6", "--sample-seed",
                      "1", "--methods", "ares", "--output-dir", str(tmp_path), "--no-cache", "--name", "s",
                      "--no-progress"])
     results = json.loads((tmp_path / "s.json").read_text())
@@ -134,7 +136,8 @@ def test_eval_subcommand_sample(tmp_path, capsys):
 def test_eval_keeps_results_of_other_settings_unless_overwrite(tmp_path, capsys):
     """Every run of a task and backbone writes one file name; a run with another --n, --eps or --methods replaced
     the earlier results without a word."""
-    base = ["eval", "--task", "claimtrees", "--length", "4", "--methods", "ares", "--output-dir", str(tmp_path),
+    base = ["eval", "--backbone", "claimtrees-oracle",
+            "--task", "claimtrees", "--length", "4", "--methods", "ares", "--output-dir", str(tmp_path),
             "--no-cache", "--no-progress"]
     assert cli_main([*base, "--n", "5"]) == 0
     path = next(tmp_path.glob("*.json"))
@@ -154,14 +157,16 @@ def test_eval_length_beyond_the_names_names_the_flag(tmp_path, capsys):
     from ares_rerank.data.claimtrees import name_capacity
 
     assert name_capacity(2) == 936 and name_capacity(1) == 26
-    assert cli_main(["eval", "--task", "claimtrees", "--length", "3000", "--output-dir", str(tmp_path),
+    assert cli_main(["eval", "--backbone", "claimtrees-oracle",
+                     "--task", "claimtrees", "--length", "3000", "--output-dir", str(tmp_path),
                      "--no-progress"]) == 2
     assert "length=3000 is more states than the paper's two-character names give (936)" in capsys.readouterr().err
 
 
 def test_eval_writes_under_the_working_directory_by_default(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    code = cli_main(["eval", "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "ares", "--name", "w",
+    code = cli_main(["eval", "--backbone", "claimtrees-oracle",
+                     "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "ares", "--name", "w",
                      "--no-progress"])
     assert code == 0
     assert sorted(p.name for p in (tmp_path / "ares-eval").iterdir()) == ["cache", "w.json", "w.md"]
@@ -172,7 +177,8 @@ def test_eval_name_and_cache_dir_are_checked_before_any_work(tmp_path, capsys):
     the task and backbone were loaded, with "Not a directory: <file>/<task>/<backbone>" naming no flag."""
     out, blocker = tmp_path / "out", tmp_path / "file"
     blocker.write_text("x")
-    base = ["eval", "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "ares", "--output-dir", str(out),
+    base = ["eval", "--backbone", "claimtrees-oracle",
+            "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "ares", "--output-dir", str(out),
             "--no-progress"]
     for name in ("../../x", "a/b", "", ".."):
         assert cli_main([*base, "--name", name]) == 2
@@ -187,7 +193,8 @@ def test_a_folder_in_place_of_a_results_file_is_refused_before_any_work(tmp_path
     """A folder named <out>/<name>.json failed after the work with "Is a directory: <out>/.r.json.xxxx.tmp"."""
     out = tmp_path / "out"
     (out / f"r{suffix}").mkdir(parents=True)
-    code = cli_main(["eval", "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "ares", "--output-dir",
+    code = cli_main(["eval", "--backbone", "claimtrees-oracle",
+                     "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "ares", "--output-dir",
                      str(out), "--name", "r", "--no-progress"])
     assert code == 2
     assert f"--out: {str(out / f'r{suffix}')!r} is a folder where the results file is" in capsys.readouterr().err
@@ -307,7 +314,8 @@ def test_results_doc_renders_committed_real_backbone_runs(tmp_path):
 def test_backbone_options_reach_load_backbone_and_the_cache_key(tmp_path, tiny_nli_path, capsys):
     from ares_rerank.evaluation.backbones import backbone_cache_key
 
-    code = cli_main(["eval", "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "entail-prev",
+    code = cli_main(["eval", "--backbone", "claimtrees-oracle",
+                     "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "entail-prev",
                         "--backbone", str(tiny_nli_path), "--kind", "nli", "--backbone-options",
                         '{"overlong_steps": "truncate", "max_length": 24}', "--output-dir", str(tmp_path),
                         "--name", "o",
@@ -316,7 +324,8 @@ def test_backbone_options_reach_load_backbone_and_the_cache_key(tmp_path, tiny_n
     assert code == 0 and results["backbone_options"] == {"overlong_steps": "truncate", "max_length": 24}
     plain = backbone_cache_key(str(tiny_nli_path), "nli")
     assert backbone_cache_key(str(tiny_nli_path), "nli", {"overlong_steps": "truncate"}) != plain
-    assert cli_main(["eval", "--task", "claimtrees", "--n", "2", "--backbone-options", "[1]", "--no-progress",
+    assert cli_main(["eval", "--backbone", "claimtrees-oracle",
+                     "--task", "claimtrees", "--n", "2", "--backbone-options", "[1]", "--no-progress",
                      "--output-dir", str(tmp_path)]) == 2
     assert "--backbone-options must be a JSON object, not a JSON array" in capsys.readouterr().err
 
@@ -326,7 +335,8 @@ def test_dtype_flag_loads_the_model_in_that_dtype_and_keys_the_cache(tmp_path, t
 
     from ares_rerank.commands import options
 
-    argv = ["eval", "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "entail-prev", "--backbone",
+    argv = ["eval", "--backbone", "claimtrees-oracle",
+            "--task", "claimtrees", "--length", "4", "--n", "5", "--methods", "entail-prev", "--backbone",
             str(tiny_nli_path), "--kind", "nli", "--dtype", "bfloat16", "--output-dir", str(tmp_path), "--name", "bf",
             "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
     assert cli_main(argv) == 0
@@ -424,7 +434,8 @@ def test_machine_description_names_the_gpu_only_where_torch_sees_one(monkeypatch
 
 def test_the_old_out_flag_still_works_with_a_deprecation_warning(tmp_path, capsys):
     """``--out`` (the spelling before ``--output-dir``, one name for every results folder) still writes there."""
-    argv = ["eval", "--task", "claimtrees", "--length", "5", "--n", "10", "--backbone", "claimtrees-oracle",
+    argv = ["eval", "--backbone", "claimtrees-oracle",
+            "--task", "claimtrees", "--length", "5", "--n", "10", "--backbone", "claimtrees-oracle",
             "--methods", "ares", "--out", str(tmp_path / "old"), "--no-cache", "--name", "run", "--no-progress"]
     assert cli_main(argv) == 0
     assert "--out is deprecated: use --output-dir" in capsys.readouterr().err

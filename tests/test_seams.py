@@ -222,6 +222,8 @@ LAYERS = (
 UPWARD_ALLOWED = {
     ("ares_rerank.chain", "ares_rerank.viewer"): "ChainScores._repr_html_ draws itself with the viewer, imported "
                                                   "when a notebook displays one",
+    ("ares_rerank.rerank.records", "ares_rerank.viewer"): "Ranking._repr_html_ (what AresReranker.rank returns) "
+                                                           "draws itself with the viewer, when a notebook shows one",
 }
 
 

@@ -17,6 +17,7 @@ __all__ = [
     "COMPLETION_ROLES",
     "NO_STEPS",
     "PROMPT_ROLES",
+    "Ranking",
     "certificate",
     "check_candidate_lists",
     "empty_record",
@@ -96,3 +97,21 @@ def rank_record(record: dict[str, Any], return_documents: bool) -> dict[str, Any
     if record.get("error"):  # on_error="none": why this candidate has no score
         out["error"] = record["error"]
     return out
+
+
+class Ranking(list):
+    """What :meth:`AresReranker.rank <ares_rerank.rerank.reranker.AresReranker.rank>` returns: its rank records,
+    best first, as a plain list (compared, indexed and serialized as one), that a notebook draws as the prompt's
+    candidates side by side (scores, answers, groups and votes, the chosen one marked; :func:`ares_rerank.viewer.view`)
+    and keeps the ``prompt`` it ranked for."""
+
+    def __init__(self, records: Sequence[dict[str, Any]] = (), prompt: Any = "") -> None:
+        super().__init__(records)
+        self.prompt = prompt
+
+    def _repr_html_(self) -> str:
+        from ..viewer import view  # imported only when a notebook displays one
+
+        if not self:
+            return "<p>An empty ranking (no candidates).</p>"
+        return view(list(self), self.prompt)._repr_html_()

@@ -40,7 +40,8 @@ from ..chat_templates import ChatLayout, prompt_text, resolve_layout, response_t
 from ..backbones.demo import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
 from ..estimator.config import AresConfig, flag_threshold
 from ..utils.checks import is_int
-from .records import NO_STEPS, certificate, check_candidate_lists, empty_record, rank_record, rank_records
+from .records import (NO_STEPS, Ranking, certificate, check_candidate_lists, empty_record, rank_record,
+                      rank_records)
 from ..scoring import METHODS, check_batch_size, length_error, progress_bar, score_chains
 from .voting import check_selection, order_by_vote
 
@@ -500,7 +501,8 @@ class AresReranker:
         answer_fn: AnswerFn | None = None,
     ) -> list[dict[str, Any]]:
         """Candidates sorted best first, as ``{"corpus_id", "index", "score", "text"}`` records (CrossEncoder.rank's
-        shape; ``index`` is an alias of ``corpus_id``).
+        shape; ``index`` is an alias of ``corpus_id``), in a :class:`~ares_rerank.rerank.records.Ranking`: a list
+        that a notebook draws as the candidates side by side.
 
         Under ``selection="best"`` the order is by chain score: ties keep input order (the lower index first);
         candidates with no score (no steps) come last with ``score=None``. Under an answer-aware selection the
@@ -520,9 +522,10 @@ class AresReranker:
             batch_size, show_progress_bar, selection, answer_fn: Overrides of the reranker's settings for this
                 call.
         """
-        return self._rank_with_groups("rank", [prompt], [completions], top_k, aggregate, return_documents,
-                                      on_error=on_error, batch_size=batch_size, show_progress_bar=show_progress_bar,
-                                      selection=selection, answer_fn=answer_fn)[0][0]
+        ranked = self._rank_with_groups("rank", [prompt], [completions], top_k, aggregate, return_documents,
+                                        on_error=on_error, batch_size=batch_size, show_progress_bar=show_progress_bar,
+                                        selection=selection, answer_fn=answer_fn)[0][0]
+        return Ranking(ranked, prompt)  # a list that a notebook draws
 
     def select_batch(
         self,

@@ -58,7 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     task.add_argument("--paper-compat", action="store_true", default=None,
                       help="ClaimTrees: the research code's labels (a deleted fact labels every step sound).")
     task.add_argument("--path", default=None, help="Data file, folder or hub id (prmbench, bbm, processbench).")
-    task.add_argument("--data-dir", default=None, help="The shared data folder (default $ARES_DATA_DIR).")
+    # --data_dir too: adapt and train (HfArgumentParser) take both spellings, so eval does as well
+    task.add_argument("--data-dir", "--data_dir", dest="data_dir", default=None,
+                      help="The folder that holds the benchmark files (default $ARES_DATA_DIR).")
     task.add_argument("--split", default=None, help="prmbench: test, test_p2 or train; processbench hub split.")
     task.add_argument("--classifications", default=None, help="prmbench: comma-separated error types to keep.")
     task.add_argument("--tasks", default=None, help="bbm: comma-separated task names to keep.")

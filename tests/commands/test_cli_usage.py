@@ -25,3 +25,11 @@ def test_each_subcommands_usage_line_names_it(argv, capsys):
     usage = capsys.readouterr().out.splitlines()[0]
     named = " ".join(a for a in argv if a != "--help")
     assert usage.startswith(f"usage: ares-rerank {named} "), usage
+
+
+def test_eval_takes_data_dir_in_both_spellings_as_adapt_does():
+    from test_cli_options import _subparser
+
+    parser = _subparser("eval")
+    for flag in ("--data-dir", "--data_dir"):
+        assert parser.parse_args(["--task", "prmbench", flag, "/data"]).data_dir == "/data"

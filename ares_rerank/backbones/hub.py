@@ -163,8 +163,8 @@ def require_cached_offline(what: str, name: str, options: dict[str, Any] | None 
     why = "HF_HUB_OFFLINE=1" if _offline() else "local_files_only=True"
     raise ValueError(
         f"{what} {name!r} is not a local folder and did not load as a Hugging Face hub id: it is not in the cache "
-        f"(looked in {folder}), which is all that {why} reads: download it once with `HF_HUB_OFFLINE=0 hf download {name}`"
-        f"{'' if options.get('cache_dir') is None else f' --cache-dir {cache}'}, then run this again; or pass a "
+        f"(looked in {folder}), which is all that {why} reads: download it once with `HF_HUB_OFFLINE=0 hf download "
+        f"{name}{'' if options.get('cache_dir') is None else f' --cache-dir {cache}'}`, then run this again; or pass a "
         "local folder (a typo of a folder name ends here too).")
 
 

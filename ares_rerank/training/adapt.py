@@ -15,7 +15,13 @@ split only, as many from each source of the mix (recipe graphs, fixed and random
 itself said about them before adapting (a distillation: it keeps what it knew, its confidence included). The loss
 reads the head's calibrated log-odds, so the calibration stays valid and is not refitted unless asked
 (``recalibrate``). After training, the weights are averaged with the head's own (``adapted_weight`` of the adapted
-ones: WiSE-FT), which keeps more of what it did on wordings neither your chains nor the replay show. The head is saved
+ones: WiSE-FT), which keeps more of what it did on wordings neither your chains nor the replay show. Replay guards
+only the wordings of the head's mix, and adapting to one new wording cost a second unseen one 0.08 macro-F1 (issue
+51), so two sets of chains in wordings drawn fresh for the run (:mod:`.guard`: half random, half composed, none of
+the mix's) join it: ``guard_chains`` are replayed and distilled like the mix, ``check_chains`` are never trained on
+and are the **forgetting check**: their ARES macro-F1 at 0.5 before and after is in the table, and when it falls by
+more than ``forgetting_bound`` the averaging weight backs off (``adapted_weight`` x 0.7, 0.5, 0.35, 0.2, then the
+head's own weights) until it holds; a note, the report and the card name the weight kept. The head is saved
 to ``output_dir/head`` with a card that says what it was adapted on. Before and after, it measures your held-out
 chains (pair accuracy, ARES macro-F1 at the threshold 0.5) and the held-out pairs of every split on the head's card
 (accuracy, ECE), and prints the table.

@@ -151,7 +151,15 @@ def _train(head: Any, args: Any, user: list[dict[str, Any]], replay: list[dict[s
     model = head.model
     encode = [head.encode_pair(list(r["premises"]), r["hypothesis"]) for r in user]
     used = sorted({i for _, part in plan for i in part})
-    replayed = {i: head.encode_pair(list(replay[i]["premises"]), replay[i]["hypothesis"]) for i in used}
+    replayed, overlong = {}, 0
+    for i in used:  # a replayed step longer than the head's window alone cannot be read at it: left out, counted
+        try:
+            replayed[i] = head.encode_pair(list(replay[i]["premises"]), replay[i]["hypothesis"])
+        except ValueError:
+            overlong += 1
+    if overlong:
+        plan = [(mine, [i for i in theirs if i in replayed]) for mine, theirs in plan]
+        used = sorted(replayed)
     targets: dict[int, float] = {}
     if args.replay_target == "head" and used:  # what the head said before adapting: one pass over the rows used
         with torch.inference_mode():
@@ -192,6 +200,7 @@ def _train(head: Any, args: Any, user: list[dict[str, Any]], replay: list[dict[s
             break
     bar.close()
     return {"steps": step + 1, "stopped_by_time_budget": stopped, "replay_rows": len(used),
+            "replay_rows_overlong": overlong,
             "final_loss": sum(losses[-10:]) / len(losses[-10:]), "train_seconds": round(time.monotonic() - start, 1)}
 
 

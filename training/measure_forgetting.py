@@ -12,7 +12,9 @@ command's defaults. Then the shipped head and both adapted heads under ARES (pri
 and at the threshold 0.5) on the first ``n`` evaluation chains (generator indices 0..n-1) of: the target wording at
 each of ``--lengths``, a second generated wording not in the 50 chains (L = 10), the paper's wording (L = 10) and,
 with ``--recipes``, the held-out recipe graphs. Prints per-seed rows and mean +- spread (max - min over seeds) per
-set, with the adapt wall times and the load average; writes ``results.json`` after every measurement.
+set, with the adapt wall times and the load average; writes ``results.json`` after every measurement. Run again
+into the same ``--out`` with the same settings, it continues a stopped run (heads adapted and sets measured are
+reused), so a loaded machine can take it in bounded parts.
 """
 
 from __future__ import annotations
@@ -76,6 +78,19 @@ def _sets(target: Any, other: Any, lengths: Sequence[int], n: int, recipes: bool
     return sets
 
 
+def _earlier(out: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """What an earlier run into ``out`` with the same wordings, ``n`` and steps measured (a stopped run is continued:
+    its adapted heads and numbers are reused, nothing else), else ``{}``."""
+    path = out / "results.json"
+    if not path.is_file():
+        return {}
+    earlier = json.loads(path.read_text())
+    same = all(earlier.get(k) == record[k] for k in ("target", "other", "n", "max_steps"))
+    if same:
+        print(f"continuing the run in {out} (its adapted heads and measured sets are reused)", flush=True)
+    return earlier if same else {}
+
+
 def summary_table(results: dict[str, Any]) -> str:
     """Mean +- spread (max - min) over seeds of every set and head: CV macro-F1, and at 0.5 in brackets."""
     heads = ("shipped", *CONFIGS)
@@ -108,7 +123,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max_steps", type=int, default=None, help="adapt --max_steps for both (default: its own).")
     parser.add_argument("--data_dir", default=None, help="adapt --data_dir (the folder holding recipe_graphs/).")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = default).")
+    parser.add_argument("--configs", default=",".join(CONFIGS),
+                        help=f"Comma-separated columns to adapt, from {list(CONFIGS)} (a later run into the same "
+                             "--out adds the others).")
     args = parser.parse_args(argv)
+    configs = [c for c in args.configs.split(",") if c]
+    if not configs or any(c not in CONFIGS for c in configs):
+        parser.error(f"--configs {args.configs!r}: choose from {list(CONFIGS)}.")
     if args.n < 5:
         parser.error(f"--n {args.n}: at least 5 chains per set (the CV has 5 folds).")
     if args.threads > 0:
@@ -125,26 +146,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     shipped = load_backbone("default", kind="nli", device="cpu")
     record: dict[str, Any] = {"target": asdict(target), "other": asdict(other), "n": args.n, "seeds": {},
                               "max_steps": args.max_steps, "shipped": {}}
+    earlier = _earlier(out, record)
     extra = {"max_steps": args.max_steps} if args.max_steps else {}
     for name, chains in sets.items():  # the shipped head once: its scores do not depend on the seed
-        record["shipped"][name] = measure_set(chains, shipped)
+        record["shipped"][name] = earlier.get("shipped", {}).get(name) or measure_set(chains, shipped)
         print("shipped", name, record["shipped"][name], flush=True)
         write_atomic(out / "results.json", json.dumps(record, indent=2) + "\n")
     for seed in [int(s) for s in args.seeds.split(",") if s]:
         chains_file = _write_chains(out / f"target-50-seed{seed}.jsonl", target, seed)
         entry: dict[str, Any] = {"sets": {name: {"shipped": record["shipped"][name]} for name in sets}, "adapt": {}}
         record["seeds"][str(seed)] = entry
+        done = earlier.get("seeds", {}).get(str(seed), {})
         for label, config in CONFIGS.items():
-            start, load = time.time(), os.getloadavg()[0]
-            adapted = adapt_head("default", chains_file, out / f"seed{seed}-{label}", overwrite_output_dir=True,
-                                 torch_threads=args.threads, seed=seed, data_dir=args.data_dir, progress=False,
-                                 **config, **extra)
-            entry["adapt"][label] = {"wall_seconds": round(time.time() - start, 1), "load_average_at_start": load,
-                                     "load_average_at_end": os.getloadavg()[0],
-                                     "forgetting_check": adapted.report.get("forgetting_check")}
-            backbone = load_backbone(str(adapted.folder), kind="nli", device="cpu")
+            if label not in configs:
+                entry["adapt"].update({label: done["adapt"][label]} if label in done.get("adapt", {}) else {})
+                entry["sets"] = {name: {**got, **({label: done["sets"][name][label]} if label in
+                                                  done.get("sets", {}).get(name, {}) else {})}
+                                 for name, got in entry["sets"].items()}
+                continue
+            folder = out / f"seed{seed}-{label}"
+            if label in done.get("adapt", {}) and (folder / "report.json").is_file():  # adapted by an earlier run
+                entry["adapt"][label] = done["adapt"][label]
+            else:
+                start, load = time.time(), os.getloadavg()[0]
+                adapted = adapt_head("default", chains_file, folder, overwrite_output_dir=True,
+                                     torch_threads=args.threads, seed=seed, data_dir=args.data_dir, progress=False,
+                                     **config, **extra)
+                entry["adapt"][label] = {"wall_seconds": round(time.time() - start, 1), "load_average_at_start": load,
+                                         "load_average_at_end": os.getloadavg()[0],
+                                         "forgetting_check": adapted.report.get("forgetting_check")}
+                write_atomic(out / "results.json", json.dumps(record, indent=2) + "\n")
+            backbone = load_backbone(str(folder / "head"), kind="nli", device="cpu")
             for name, chains in sets.items():
-                entry["sets"][name][label] = measure_set(chains, backbone)
+                entry["sets"][name][label] = (done.get("sets", {}).get(name, {}).get(label)
+                                              or measure_set(chains, backbone))
                 print(f"seed {seed} {label}", name, entry["sets"][name][label], flush=True)
                 write_atomic(out / "results.json", json.dumps(record, indent=2) + "\n")
     table = summary_table(record["seeds"])

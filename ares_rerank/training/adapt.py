@@ -394,12 +394,12 @@ def run_adaptation(head: str, args: AdaptArguments) -> AdaptedHead:
     if mix is None and args.replay_share:
         print(f"note: {head!r} records no generated training mix, so nothing is replayed and only your held-out "
               "chains are checked.", file=sys.stderr, flush=True)
+    check, guarded = _guard(mix, settings, args, replay)  # before the summary: its replay_pairs count the guard's
     print(json.dumps({"head": head, "chains": {k: len(v) for k, v in user.items()},
                       "pairs": {k: len(v) for k, v in pairs.items()}, "replay_pairs": len(replay["train"]),
                       "lora_r": settings["lora_r"], "premise_selection": selection,
                       "max_length": settings["max_length"], "calibration": settings["calibration_method"]}),
           flush=True)
-    check, guarded = _guard(mix, settings, args, replay)
     rows = {"train": pairs["train"], "replay": replay["train"], "val": pairs["val"] + replay["val"],
             "heldout": pairs["heldout"], "head_test": replay["test"]}
     adapted = train_and_measure(folder, settings, args, rows, user["heldout"], check)

@@ -174,3 +174,49 @@ def test_adapt_replays_fresh_wordings_and_shows_the_forgetting_check(tmp_path, t
     assert entry["after"]["ARES macro-F1 at 0.5"] == check["score"] and entry["before"]["ARES macro-F1 at 0.5"] == \
         check["before"]
     assert "forgetting check" in (out / "head" / "README.md").read_text()
+
+
+def test_the_generated_measurement_wordings_are_unseen_and_read_back():
+    """training/unseen_wordings.generated_wording: its content words occur in no training form, held-out or unseen
+    wording and in no random wording's vocabulary, and the rule oracle reads its chains back."""
+    import re
+
+    from ares_rerank.backbones.oracle import ClaimTreesOracle
+    from ares_rerank.data import load_claimtrees
+    from ares_rerank.training.mix import MENTION_FORMS, MISSING_RULE_FORMS
+    from ares_rerank.training.wordings import (FACT_FORMS, HELDOUT_TEMPLATES, RULE_FORMS, STEP_FORMS,
+                                               TRAIN_TEMPLATES, wording_vocabulary)
+    from training.unseen_wordings import UNSEEN_WORDINGS, generated_wording
+
+    def words(*texts):
+        return {w.lower() for t in texts for w in re.findall(r"[A-Za-z]+", t.replace("{p}", " ").replace("{q}", " "))}
+
+    known = [*RULE_FORMS, *FACT_FORMS, *STEP_FORMS, *MENTION_FORMS, *MISSING_RULE_FORMS,
+             *(x for t in [*TRAIN_TEMPLATES.values(), *HELDOUT_TEMPLATES.values(), *UNSEEN_WORDINGS.values()]
+               for x in (t.rule, t.fact, t.step))]
+    function_words = {"is", "and", "has", "been", "being", "any"}
+    seen = set()
+    for seed in range(6):
+        templates = generated_wording(seed)
+        assert templates == generated_wording(seed)  # deterministic
+        seen.add(templates)
+        own = words(templates.rule, templates.fact, templates.step) - function_words
+        assert own and not own & words(*known) and not own & set(wording_vocabulary()), seed
+        oracle = ClaimTreesOracle(templates)
+        for chain in load_claimtrees(2, 6, start=3, templates=templates):
+            for k, step in enumerate(chain.steps):
+                sound = list(chain.base_claims) + [s for s, y in zip(chain.steps[:k], chain.labels[:k]) if y == 0]
+                assert oracle.entailment_probs([sound], [step]) == [1.0 - chain.labels[k]]
+    assert len(seen) >= 4
+
+
+def test_the_forgetting_measurement_summarises_mean_and_spread_over_seeds():
+    from training.measure_forgetting import summary_table
+
+    seeds = {str(s): {"sets": {"other wording, L = 10": {
+        "shipped": {"cv": 0.9, "at_0.5": 0.8}, "before": {"cv": 0.8 + 0.02 * s, "at_0.5": 0.7},
+        "after": {"cv": 0.9, "at_0.5": 0.9 - 0.1 * s}}}} for s in range(3)}
+    table = summary_table(seeds).splitlines()
+    assert table[0] == "| set | shipped head | adapted, before | adapted, after |"
+    assert table[2] == ("| other wording, L = 10 | 0.900 ± 0.000 (0.800 ± 0.000) | 0.820 ± 0.040 (0.700 ± 0.000) "
+                        "| 0.900 ± 0.000 (0.800 ± 0.200) |")

@@ -438,8 +438,8 @@ def warn_loose_bounds(results: Sequence[ChainScores], config: AresConfig) -> Non
         return
     worst, chain_id = max(loose, key=lambda item: item[0])
     warnings.warn(
-        f"mode='exact': {len(loose)} of {len(results)} chains have a step whose hard error bound exceeds "
-        f"eps={config.eps} (largest {worst:.3f}, chain {chain_id!r}): the masks past max_masks="
+        f"mode='exact': a step's hard error bound exceeds eps={config.eps} in {len(loose)} of {len(results)} "
+        f"chains (largest {worst:.3f}, chain {chain_id!r}): the masks past max_masks="
         f"{config.mask_budget} were dropped with more than 2*eps of mass, and the score is certain only to within "
         "that bound (ChainScores.error_bounds). Raise --max-masks, or use --mode auto (it samples the dropped masks "
         "under eps / delta) or --mode sample.", RuntimeWarning, stacklevel=3)

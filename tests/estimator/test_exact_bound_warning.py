@@ -14,8 +14,8 @@ from ares_rerank.estimator.config import AresConfig
 
 def test_exact_mode_warns_when_a_bound_exceeds_eps_naming_the_count_and_the_largest():
     chains = load_claimtrees(2, 50)
-    with pytest.warns(RuntimeWarning, match=r"mode='exact': 2 of 2 chains have a step whose hard error bound exceeds "
-                                            r"eps=0\.1 \(largest 0\.4\d\d"):
+    with pytest.warns(RuntimeWarning, match=r"mode='exact': a step's hard error bound exceeds eps=0\.1 in 2 of 2 "
+                                            r"chains \(largest 0\.4\d\d"):
         results = ares_scores(chains, ClaimTreesOracle(), AresConfig(mode="exact", prior=0.95))
     assert max(max(r.error_bounds) for r in results) > 0.1  # the warning tells the truth of the certificate
 

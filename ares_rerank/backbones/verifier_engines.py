@@ -328,26 +328,8 @@ class ServedEngine:
         self.resolve_model()
         if sampling.max_tokens == 0:
             return [Generation("", []) for _ in range(n)]
-        body: dict[str, Any] = {"model": self.model, "prompt": prompt, "n": n, "max_tokens": sampling.max_tokens,
-                                "temperature": sampling.temperature, "top_p": sampling.top_p,
-                                "logprobs": 0, "return_tokens_as_token_ids": True}
-        if sampling.stop:
-            body.update(stop=list(sampling.stop), include_stop_str_in_output=sampling.include_stop)
-        if sampling.top_k:
-            body["top_k"] = sampling.top_k
-        if sampling.repetition_penalty != 1.0:
-            body["repetition_penalty"] = sampling.repetition_penalty
-        body.update(self.extra_body)
-        answer = self.client.post("/v1/completions", body)
-        self.calls += 1
-        url = self.client.root + "/v1/completions"
-        choices = answer.get("choices") if isinstance(answer, dict) else None
-        if not isinstance(choices, list) or len(choices) != n or not all(isinstance(c, dict) for c in choices):
-            got = len(choices) if isinstance(choices, list) else "no"
-            raise ServerResponseError(f"{url} answered {got} choices for n={n} ({str(answer)[:200]}): is this an "
-                                      "OpenAI-compatible /v1/completions (vLLM)?", url)
-        if all(isinstance(c.get("index"), int) for c in choices):
-            choices = sorted(choices, key=lambda c: c["index"])
+        body: dict[str, Any] = {"model": self.model, "prompt": prompt, "logprobs": 0}
+        answer, choices, url = self.post_samples("/v1/completions", body, n, sampling)
         out = []
         for choice in choices:
             text = choice.get("text")
@@ -356,6 +338,31 @@ class ServedEngine:
             text, _ = cut_at_stop(text, sampling.stop, sampling.include_stop)  # a server that ignores stop= too
             out.append(Generation(text, self.token_ids_of(choice, text)))
         return out
+
+    def post_samples(self, path: str, body: dict[str, Any], n: int,
+                     sampling: Sampling) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+        """POST ``body`` plus the ``n`` samples' settings to ``path``; the answer, its ``n`` choices in index order
+        and the URL (a server answering another number of choices is refused, naming the endpoint)."""
+        body = {**body, "n": n, "max_tokens": sampling.max_tokens, "temperature": sampling.temperature,
+                "top_p": sampling.top_p, "return_tokens_as_token_ids": True}
+        if sampling.stop:
+            body.update(stop=list(sampling.stop), include_stop_str_in_output=sampling.include_stop)
+        if sampling.top_k:
+            body["top_k"] = sampling.top_k
+        if sampling.repetition_penalty != 1.0:
+            body["repetition_penalty"] = sampling.repetition_penalty
+        body.update(self.extra_body)
+        answer = self.client.post(path, body)
+        self.calls += 1
+        url = self.client.root + path
+        choices = answer.get("choices") if isinstance(answer, dict) else None
+        if not isinstance(choices, list) or len(choices) != n or not all(isinstance(c, dict) for c in choices):
+            got = len(choices) if isinstance(choices, list) else "no"
+            raise ServerResponseError(f"{url} answered {got} choices for n={n} ({str(answer)[:200]}): is this an "
+                                      f"OpenAI-compatible {path} (vLLM)?", url)
+        if all(isinstance(c.get("index"), int) for c in choices):
+            choices = sorted(choices, key=lambda c: c["index"])
+        return answer, choices, url
 
     def token_ids_of(self, choice: dict[str, Any], text: str) -> list[int]:
         """The generated ids: vLLM's ``"token_id:<id>"`` tokens (``return_tokens_as_token_ids``), else the text's."""
@@ -520,27 +527,9 @@ class ChatEngine(ServedEngine):
         self.resolve_model()
         if sampling.max_tokens == 0:
             return [Generation("", []) for _ in range(n)]
-        body = self._chat_body(prompt)
-        body.update(n=n, max_tokens=sampling.max_tokens, temperature=sampling.temperature, top_p=sampling.top_p,
-                    logprobs=True, top_logprobs=0, return_tokens_as_token_ids=True)
-        if sampling.stop:
-            body.update(stop=list(sampling.stop), include_stop_str_in_output=sampling.include_stop)
-        if sampling.top_k:
-            body["top_k"] = sampling.top_k
-        if sampling.repetition_penalty != 1.0:
-            body["repetition_penalty"] = sampling.repetition_penalty
-        body.update(self.extra_body)
-        answer = self.client.post("/v1/chat/completions", body)
-        self.calls += 1
-        url = self.client.root + "/v1/chat/completions"
-        choices = answer.get("choices") if isinstance(answer, dict) else None
-        if not isinstance(choices, list) or len(choices) != n or not all(isinstance(c, dict) for c in choices):
-            got = len(choices) if isinstance(choices, list) else "no"
-            raise ServerResponseError(f"{url} answered {got} choices for n={n} ({str(answer)[:200]}): is this an "
-                                      "OpenAI-compatible /v1/chat/completions (vLLM)?", url)
+        body = {**self._chat_body(prompt), "logprobs": True, "top_logprobs": 0}
+        answer, choices, url = self.post_samples("/v1/chat/completions", body, n, sampling)
         self._check_prompt_ids(answer, self.encode(prompt), url)
-        if all(isinstance(c.get("index"), int) for c in choices):
-            choices = sorted(choices, key=lambda c: c["index"])
         out = []
         for choice in choices:
             message = choice.get("message")

@@ -403,6 +403,9 @@ def _math_verify_op(op: str, *args: str) -> Any:
     if _WORKER_MATH_VERIFY is None:
         _WORKER_MATH_VERIFY = _MathVerify()
     verifier = _WORKER_MATH_VERIFY
+    if op == "start":  # WorkerProcess's start_op: math-verify imported and its grammar loaded, before any timed call
+        verifier.parse_answer("\\boxed{1}")
+        return None
     if op == "equal":
         gold_op, gold, answer_op, answer = args
         return verifier.equal(getattr(verifier, gold_op)(gold), getattr(verifier, answer_op)(answer))
@@ -422,7 +425,7 @@ def _math_verify() -> WorkerProcess:
         if any(importlib.util.find_spec(name) is None for name in ("math_verify", "latex2sympy2_extended")):
             raise ImportError("answer_fn='math-verify' needs Hugging Face's math-verify: pip install "
                               "'ares-rerank[math]' (or pip install math-verify), or use answer_fn='standard'.")
-        _MATH_VERIFY = WorkerProcess("ares_rerank.rerank.answers:_math_verify_op", "math-verify")
+        _MATH_VERIFY = WorkerProcess("ares_rerank.rerank.answers:_math_verify_op", "math-verify", start_op="start")
     return _MATH_VERIFY
 
 

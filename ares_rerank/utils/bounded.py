@@ -42,13 +42,17 @@ def serve(handler: str) -> None:
         except (EOFError, OSError):
             return
         try:
-            answer = (True, fn(op, *args))
+            answer = (True, None) if args is None else (True, fn(op, *args))  # args None: "are you up?"
         except Exception as err:  # noqa: BLE001 -- the caller decides; the worker lives on
             answer = (False, f"{type(err).__name__}: {err}")
         try:
             replies.send(answer)
         except (OSError, ValueError):
             return
+
+
+#: Seconds a new worker child may take to start (interpreter, imports, the handler's ``start_op``).
+START_TIMEOUT = 120.0
 
 
 class WorkerProcess:
@@ -62,10 +66,13 @@ class WorkerProcess:
     Args:
         handler: ``"package.module:function"``, importable in a fresh interpreter.
         name: Said in errors (e.g. ``"math-verify"``).
+        start_op: An operation the handler runs once in each new child before any timed call (its imports and
+            set-up: math-verify's grammar and sympy take seconds on a loaded machine, which a 1 s bound on the
+            first real call would count as a hang); waited for at most :data:`START_TIMEOUT` seconds.
     """
 
-    def __init__(self, handler: str, name: str) -> None:
-        self.handler, self.name = handler, name
+    def __init__(self, handler: str, name: str, start_op: str | None = None) -> None:
+        self.handler, self.name, self.start_op = handler, name, start_op
         self._lock = threading.Lock()
         self._process: Any = None
         self._send: Any = None
@@ -127,6 +134,23 @@ class WorkerProcess:
         process.stdin.close()
         process.stdout.close()
         self._process = process
+        # The child's start (interpreter, imports, the handler's own set-up) is waited for here, not counted in
+        # the bound of the call that started it.
+        try:
+            self._send.send((self.start_op, ()) if self.start_op else ("", None))
+            answer = self._recv.recv() if self._recv.poll(START_TIMEOUT) else None
+        except (EOFError, OSError):
+            said = self._kill()
+            raise RuntimeError(f"the {self.name} worker process died as it started ({said or 'no message'}); a "
+                               "later call starts another.") from None
+        if answer is None:
+            self._kill()
+            raise RuntimeError(f"the {self.name} worker process did not start within {START_TIMEOUT:g} s; a later "
+                               "call starts another.")
+        if not answer[0]:
+            self._kill()
+            raise RuntimeError(f"the {self.name} worker process failed to set up ({answer[1]}); a later call "
+                               "starts another.")
 
     def _kill(self) -> str:
         """Stop the child; the last line of what it wrote to standard error (copied to ours)."""

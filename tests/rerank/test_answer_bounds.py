@@ -135,7 +135,28 @@ def test_the_bounded_helpers():
     with pytest.raises(ZeroDivisionError):
         call_with_timeout(lambda: 1 / 0, (), 5.0)
     worker = WorkerProcess("no_such_module_for_ares:fn", "missing")
-    with pytest.raises(RuntimeError, match="the missing worker process died"):
+    with pytest.raises(RuntimeError, match="the missing worker process died as it started .*no_such_module_for_ares"):
         worker.call("op", (), 30.0)
     with pytest.raises(ValueError, match="timeout"):
         AnswerMatcher("standard", timeout=float("nan"))
+
+
+def slow_to_start(op: str, *args: str) -> str:
+    """A worker handler whose set-up (``start_op``) takes longer than the bound its calls get."""
+    if op == "start":
+        import time
+
+        time.sleep(2.0)  # set-up, as math-verify's imports and grammar on a loaded machine
+        return "set up"
+    return f"{op}:{args[0]}"
+
+
+def test_a_worker_s_start_is_not_counted_in_the_bound_of_its_first_call():
+    """The first call after a (re)start paid for the child's imports and the handler's set-up: under load a valid
+    answer was then cut at a 1 s bound as 'no answer'. start_op runs before the timed call."""
+    worker = WorkerProcess("test_answer_bounds:slow_to_start", "slow", start_op="start")
+    try:
+        assert worker.call("echo", ("a",), 1.0) == "echo:a"
+        assert worker.killed == 0
+    finally:
+        worker.close()

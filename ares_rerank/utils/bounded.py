@@ -118,14 +118,12 @@ class WorkerProcess:
             return
         self._kill()
         import tempfile
-        from pathlib import Path
 
-        # This very package first, before the working directory (-c puts it first): a checkout of another version
+        # The child searches this process's sys.path, in its order, so it imports the very package (and handler)
+        # this process imported; the working directory that -c puts first is dropped: a checkout of another version
         # there must not answer for this one.
-        root = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        code = f"import sys; sys.path.insert(0, {root!r}); from ares_rerank.utils.bounded import serve; " \
-               f"serve({self.handler!r})"
+        code = f"import sys; del sys.path[0]; from ares_rerank.utils.bounded import serve; serve({self.handler!r})"
         self._stderr = tempfile.TemporaryFile()  # read back when the child dies: why it did
         process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=self._stderr, env=env, close_fds=True)

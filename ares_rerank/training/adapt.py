@@ -392,8 +392,8 @@ def run_adaptation(head: str, args: AdaptArguments) -> AdaptedHead:
               f"of {head!r}: {len(replay['chains'])} chains drawn from its pool of 100 per source ({SOURCE_NOTE}).",
               file=sys.stderr, flush=True)
     if mix is None and args.replay_share:
-        print(f"note: {head!r} records no generated training mix, so nothing is replayed and only your held-out "
-              "chains are checked.", file=sys.stderr, flush=True)
+        print(f"note: {head!r} records no generated training mix, so none of its training pairs are replayed (only "
+              "the fresh-wording guard, --guard_chains, is).", file=sys.stderr, flush=True)
     check, guarded = _guard(mix, settings, args, replay)  # before the summary: its replay_pairs count the guard's
     print(json.dumps({"head": head, "chains": {k: len(v) for k, v in user.items()},
                       "pairs": {k: len(v) for k, v in pairs.items()}, "replay_pairs": len(replay["train"]),

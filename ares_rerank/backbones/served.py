@@ -13,6 +13,7 @@ from ..utils.http import JsonClient, ServerResponseError
 
 
 __all__ = [
+    "answer_choices",
     "finite_number",
     "map_bounded",
     "model_card",
@@ -47,6 +48,22 @@ def finite_number(value: Any) -> float | None:
     except OverflowError:
         return None
     return number if math.isfinite(number) else None
+
+
+def answer_choices(answer: Any, count: int, url: str, asked: str, hint: str) -> list[dict[str, Any]]:
+    """The ``count`` choices of an OpenAI-style answer (``/v1/completions``, ``/v1/chat/completions``), in index order.
+
+    Raises:
+        ServerResponseError: Another number of choices, or one that is not an object; the message names ``url``,
+            what was ``asked`` (``"2 prompts"``, ``"n=4"``) and the ``hint``.
+    """
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    if not isinstance(choices, list) or len(choices) != count or not all(isinstance(c, dict) for c in choices):
+        got = len(choices) if isinstance(choices, list) else "no"
+        raise ServerResponseError(f"{url} answered {got} choices for {asked} ({str(answer)[:200]}): {hint}", url)
+    if all(isinstance(c.get("index"), int) for c in choices):
+        choices = sorted(choices, key=lambda c: c["index"])
+    return choices
 
 
 def model_card(client: JsonClient, model: str | None, hint: str) -> dict[str, Any]:

@@ -52,6 +52,7 @@ from .served import (
     DEFAULT_MAX_RESPONSE_BYTES,
     JsonClient,
     ServerResponseError,
+    answer_choices,
     check_concurrency,
     finite_number,
     map_bounded,
@@ -355,13 +356,7 @@ class ServedEngine:
         answer = self.client.post(path, body)
         self.calls += 1
         url = self.client.root + path
-        choices = answer.get("choices") if isinstance(answer, dict) else None
-        if not isinstance(choices, list) or len(choices) != n or not all(isinstance(c, dict) for c in choices):
-            got = len(choices) if isinstance(choices, list) else "no"
-            raise ServerResponseError(f"{url} answered {got} choices for n={n} ({str(answer)[:200]}): is this an "
-                                      f"OpenAI-compatible {path} (vLLM)?", url)
-        if all(isinstance(c.get("index"), int) for c in choices):
-            choices = sorted(choices, key=lambda c: c["index"])
+        choices = answer_choices(answer, n, url, f"n={n}", f"is this an OpenAI-compatible {path} (vLLM)?")
         return answer, choices, url
 
     def token_ids_of(self, choice: dict[str, Any], text: str) -> list[int]:
@@ -392,15 +387,9 @@ class ServedEngine:
                 "prompt_logprobs": top, **{k: v for k, v in self.extra_body.items() if k != "n"}}
         answer = self.client.post("/v1/completions", body)
         url = self.client.root + "/v1/completions"
-        choices = answer.get("choices") if isinstance(answer, dict) else None
-        if not isinstance(choices, list) or len(choices) != len(prompts):
-            got = len(choices) if isinstance(choices, list) else "no"
-            raise ServerResponseError(f"{url} answered {got} choices for {len(prompts)} prompts "
-                                      f"({str(answer)[:200]}): is this vLLM's /v1/completions?", url)
-        if all(isinstance(c, dict) and isinstance(c.get("index"), int) for c in choices):
-            choices = sorted(choices, key=lambda c: c["index"])
-        return [self.last_prompt_logprob(choice if isinstance(choice, dict) else {}, prompt, top, url)
-                for choice, prompt in zip(choices, prompts)]
+        choices = answer_choices(answer, len(prompts), url, f"{len(prompts)} prompts",
+                                 "is this vLLM's /v1/completions?")
+        return [self.last_prompt_logprob(choice, prompt, top, url) for choice, prompt in zip(choices, prompts)]
 
     def last_prompt_logprob(self, holder: dict[str, Any], prompt: list[int], top: int, url: str) -> LogprobAnswer:
         """The prompt's last token's log-probability and the top ``top`` there, from ``holder["prompt_logprobs"]``

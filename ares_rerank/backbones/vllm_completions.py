@@ -28,6 +28,7 @@ from .served import (
     DEFAULT_MAX_RESPONSE_BYTES,
     JsonClient,
     ServerResponseError,
+    answer_choices,
     check_concurrency,
     finite_number,
     score_in_requests,
@@ -100,16 +101,11 @@ class ServedPairs:
                 a number that is not finite or above 0).
         """
         url = self.client.root + "/v1/completions"
-        choices = answer.get("choices") if isinstance(answer, dict) else None
-        if not isinstance(choices, list) or len(choices) != len(prompts):
-            got = len(choices) if isinstance(choices, list) else "no"
-            raise ServerResponseError(f"{url} answered with {got} choices for {len(prompts)} prompts "
-                                      f"({str(answer)[:200]}): is this vLLM's /v1/completions?", url)
-        if all(isinstance(c, dict) and isinstance(c.get("index"), int) for c in choices):
-            choices = sorted(choices, key=lambda c: c["index"])
+        choices = answer_choices(answer, len(prompts), url, f"{len(prompts)} prompts",
+                                 "is this vLLM's /v1/completions?")
         out = []
         for choice, prompt in zip(choices, prompts):
-            rows = choice.get("prompt_logprobs") if isinstance(choice, dict) else None
+            rows = choice.get("prompt_logprobs")
             last = rows[-1] if isinstance(rows, list) and len(rows) == len(prompt) else None
             entry = last.get(str(prompt[-1])) if isinstance(last, dict) else None
             value = finite_number(entry.get("logprob")) if isinstance(entry, dict) else None

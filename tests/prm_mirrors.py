@@ -252,17 +252,12 @@ def rlhflow_mirror(path: str | Path, template: str = LLAMA31_TEMPLATE, seed: int
     """An RLHFlow Llama-3.1 PRM: a Llama causal LM, a Llama-3 byte-level tokenizer that adds BOS, its chat template."""
     path = Path(path)
     tok = _byte_level(LLAMA3_SPECIAL)
-    bos = tok.token_to_id("<|begin_of_text|>")
-    tok.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A",
-                                                       pair="<|begin_of_text|> $A <|begin_of_text|> $B",
-                                                       special_tokens=[("<|begin_of_text|>", bos)])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>",
-                                        pad_token="<|end_of_text|>")
+    tokenizer = _llama3_fast(tok)
     tokenizer.chat_template = template
     torch.manual_seed(seed)
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                         bos_token_id=bos, eos_token_id=tokenizer.eos_token_id)
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
     LlamaForCausalLM(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
@@ -305,6 +300,16 @@ def pure_mirror(path: str | Path, seed: int = 2) -> Path:
     """PURE-PRM-7B: a ``Qwen2ForTokenClassification`` (2 labels; the card loads it with
     ``AutoModelForTokenClassification``) on Qwen2.5-Math-7B's tokenizer (no BOS)."""
     return trl_prm_mirror(path, bos=None, seed=seed)
+
+
+def _llama3_fast(tok: Tokenizer) -> PreTrainedTokenizerFast:
+    """A Llama-3 byte-level tokenizer as its published one behaves: BOS added to every text, its special tokens."""
+    bos = tok.token_to_id("<|begin_of_text|>")
+    tok.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A",
+                                                       pair="<|begin_of_text|> $A <|begin_of_text|> $B",
+                                                       special_tokens=[("<|begin_of_text|>", bos)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>",
+                                   pad_token="<|end_of_text|>")
 
 
 def _with_tag_token(tok: Tokenizer, tag: str) -> Tokenizer:
@@ -351,19 +356,14 @@ def versaprm_mirror(path: str | Path, seed: int = 4) -> Path:
     ``"-"`` each one token."""
     path = Path(path)
     tok = _with_tag_token(_byte_level(LLAMA3_SPECIAL), " \n\n\n\n")
-    bos = tok.token_to_id("<|begin_of_text|>")
-    tok.post_processor = processors.TemplateProcessing(single="<|begin_of_text|> $A",
-                                                       pair="<|begin_of_text|> $A <|begin_of_text|> $B",
-                                                       special_tokens=[("<|begin_of_text|>", bos)])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>",
-                                        pad_token="<|end_of_text|>")
+    tokenizer = _llama3_fast(tok)
     tokenizer.chat_template = LLAMA31_TEMPLATE
     for needed in ("+", "-", " \n\n\n\n"):
         assert len(tokenizer.encode(needed, add_special_tokens=False)) == 1, needed
     torch.manual_seed(seed)
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                         bos_token_id=bos, eos_token_id=tokenizer.eos_token_id)
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
     LlamaForCausalLM(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path

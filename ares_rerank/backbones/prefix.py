@@ -3,7 +3,8 @@ prompt, the question, often earlier steps), which runs once with a KV cache whil
 
 Used by :meth:`~ares_rerank.backbones.hf.HFBackbone.forward_logits` (the PRMs and the LLM judge) when
 ``prefix_cache`` is on: :func:`plan_batches` orders items by token ids and cuts batches where a new shared head starts,
-:func:`shared_prefix_length` finds a batch's head, :func:`logits_with_shared_head` runs it. Bidirectional encoders
+:func:`shared_prefix_length` finds a batch's head, :func:`logits_with_shared_head` runs it (:func:`head_states`: the
+head's pass and its cache, also what a local generative verifier samples from). Bidirectional encoders
 (BERT, MiniLM) cannot reuse a prefix (a head's states depend on what follows): :func:`causal_cache_argument` tells
 them apart. Torch and transformers are imported inside the functions that need them.
 """
@@ -20,6 +21,7 @@ __all__ = [
     "TokenStats",
     "causal_cache_argument",
     "forward_parameters",
+    "head_states",
     "logits_with_shared_head",
     "output_logits",
     "plan_batches",
@@ -152,15 +154,13 @@ def logits_with_shared_head(model: Any, batch: dict[str, Any], head: int, cache_
         caller runs it whole).
     """
     import torch
-    from transformers import DynamicCache
 
     rows, width = batch["attention_mask"].shape
-    cache = DynamicCache(config=model.config)
-    first = {key: value[:1, :head] for key, value in batch.items()}
-    head_logits = transform(output_logits(model(**first, **{cache_argument: cache}, use_cache=True)))
-    if cache.get_seq_length() != head:
+    ran = head_states(model, {key: value[:1, :head] for key, value in batch.items()}, cache_argument, rows)
+    if ran is None:
         return None
-    cache.batch_repeat_interleave(rows)  # (1, heads, head, dim) -> (rows, heads, head, dim) per layer
+    output, cache = ran
+    head_logits = transform(output_logits(output))
     rest = {key: value[:, head:] for key, value in batch.items() if key != "attention_mask"}
     rest["attention_mask"] = batch["attention_mask"]  # (rows, width): the cached head, then each suffix
     if position_ids:  # positions continue after the head
@@ -168,6 +168,24 @@ def logits_with_shared_head(model: Any, batch: dict[str, Any], head: int, cache_
         rest["position_ids"] = torch.arange(head, width, device=device).expand(rows, -1)
     tail_logits = transform(output_logits(model(**rest, **{cache_argument: cache}, use_cache=True)))
     return torch.cat([head_logits.expand(rows, *head_logits.shape[1:]), tail_logits], dim=1), cache
+
+
+def head_states(model: Any, head: dict[str, Any], cache_argument: str, rows: int,
+                logits: bool = True) -> tuple[Any, Any] | None:
+    """One pass over a ``(1, length)`` input (``head``: ``{key: tensor}`` with ``attention_mask``) filling a fresh KV
+    cache, then the cache repeated to ``rows`` rows: ``(the model's output, the cache)``, or ``None`` when the model
+    did not fill it. Without ``logits``, a model that takes ``logits_to_keep`` computes its last position's only
+    (the LM head over a whole prompt is a fifth of a small model's work)."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    keep = {} if logits or "logits_to_keep" not in forward_parameters(model) else {"logits_to_keep": 1}
+    output = model(**head, **{cache_argument: cache}, use_cache=True, **keep)
+    if cache.get_seq_length() != head["attention_mask"].shape[1]:
+        return None
+    if rows > 1:
+        cache.batch_repeat_interleave(rows)  # (1, heads, length, dim) -> (rows, heads, length, dim) per layer
+    return output, cache
 
 
 def output_logits(output: Any) -> Any:

@@ -59,6 +59,14 @@ from .served import (
     model_card,
     served_model_and_window,
 )
+from .prefix import (
+    causal_cache_argument,
+    forward_parameters,
+    head_states,
+    output_logits,
+    plan_batches,
+    shared_prefix_length,
+)
 from .tokenization import model_window
 
 
@@ -188,6 +196,9 @@ class LocalEngine:
         check_positive_int(batch_size, "batch_size", 8)
         self.max_model_len = model_window(model, tokenizer, max_model_len)
         self.model, self.tokenizer = model, tokenizer
+        self.cache_argument = causal_cache_argument(model)  # None: no shared prompt states (every row run whole)
+        params = forward_parameters(model)
+        self.position_ids, self.keep_logits = "position_ids" in params, "logits_to_keep" in params
         self.seed, self.calls, self.draws, self.batch_size = int(seed), 0, 0, batch_size
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad_id = int(pad) if pad is not None else 0
@@ -205,14 +216,15 @@ class LocalEngine:
         return self.max_model_len
 
     def generate(self, prompt: str, n: int, sampling: Sampling) -> list[Generation]:
-        """``n`` sampled continuations of ``prompt`` in one ``generate`` call (the prompt's states shared)."""
+        """``n`` sampled continuations of ``prompt`` in one ``generate`` call; a causal decoder runs the prompt once
+        and its ``n`` rows continue from that KV cache (vLLM's prefix caching, locally)."""
         import torch
 
         ids = self.encode(prompt)
         if sampling.max_tokens == 0:
             return [Generation("", []) for _ in range(n)]
-        kwargs: dict[str, Any] = {"max_new_tokens": sampling.max_tokens, "num_return_sequences": n,
-                                  "pad_token_id": self.pad_id, "repetition_penalty": sampling.repetition_penalty}
+        kwargs: dict[str, Any] = {"max_new_tokens": sampling.max_tokens, "pad_token_id": self.pad_id,
+                                  "repetition_penalty": sampling.repetition_penalty}
         if sampling.temperature > 0:
             kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
         else:
@@ -224,9 +236,18 @@ class LocalEngine:
         tensor = torch.tensor([ids], device=self.device)
         self.calls += 1
         self.draws += 1
-        with torch.random.fork_rng(devices=[] if tensor.device.type == "cpu" else [tensor.device]):
-            torch.manual_seed(hash((self.seed, self.draws)) % 2**63)
-            with torch.inference_mode():
+        with torch.inference_mode():
+            ran = None
+            if self.cache_argument is not None and len(ids) > 1:  # the prompt but its last token, once
+                ran = head_states(self.model, {"input_ids": tensor[:, :-1], "attention_mask": torch.ones_like(
+                    tensor[:, :-1])}, self.cache_argument, n, logits=False)
+            if ran is not None:  # generate runs only what the cache lacks: the last prompt token, then new ones
+                kwargs[self.cache_argument] = ran[1]
+                tensor = tensor.expand(n, -1).contiguous()
+            else:
+                kwargs["num_return_sequences"] = n
+            with torch.random.fork_rng(devices=[] if tensor.device.type == "cpu" else [tensor.device]):
+                torch.manual_seed(hash((self.seed, self.draws)) % 2**63)
                 out = self.model.generate(input_ids=tensor, attention_mask=torch.ones_like(tensor), **kwargs)
         generations = []
         for row in out[:, len(ids):].tolist():
@@ -238,27 +259,53 @@ class LocalEngine:
         return generations
 
     def logprobs(self, queries: Sequence[LogprobQuery], top: int = 20) -> list[LogprobAnswer]:
-        """Each query's token log-probability after its context (log-softmax of the logits) and the top ``top``."""
+        """Each query's token log-probability after its context (log-softmax of the logits) and the top ``top``.
+
+        Batches are planned as the PRMs' are (:func:`~ares_rerank.backbones.prefix.plan_batches`): the reads of one
+        prompt's samples (the prompt, then each its rationale and verdict prompt) share a head, which a causal
+        decoder runs once with a KV cache while only each row's own tokens run after it; so a read costs what its
+        rationale costs, not its whole prompt again. Queries with the same context (a verdict's "Yes" and "No") are
+        one row."""
         import torch
 
         out: list[LogprobAnswer | None] = [None] * len(queries)
-        order = sorted(range(len(queries)), key=lambda i: len(queries[i].context))
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
-            width = max(len(queries[i].context) for i in batch)
-            ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
-            mask = torch.zeros((len(batch), width), dtype=torch.long)
+        asked: dict[tuple[int, ...], list[int]] = {}  # a verdict reads "Yes" and "No" after one context: run it once
+        for i, q in enumerate(queries):
+            asked.setdefault(tuple(q.context), []).append(i)
+        contexts = [list(c) for c in asked]
+        readers = list(asked.values())
+        causal = self.cache_argument is not None
+        for batch in plan_batches(contexts, self.batch_size, shared_heads=causal):
+            head = shared_prefix_length([contexts[i] for i in batch]) if causal else 0
+            width = max(len(contexts[i]) for i in batch)
+            ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long, device=self.device)
+            mask = torch.zeros((len(batch), width), dtype=torch.long, device=self.device)
             for row, i in enumerate(batch):  # right padding: a causal model's real positions never see it
-                context = queries[i].context
-                ids[row, : len(context)] = torch.tensor(context)
-                mask[row, : len(context)] = 1
+                ids[row, : len(contexts[i])] = torch.tensor(contexts[i])
+                mask[row, : len(contexts[i])] = 1
             with torch.inference_mode():
-                logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
+                ran = head_states(self.model, {"input_ids": ids[:1, :head], "attention_mask": mask[:1, :head]},
+                                  self.cache_argument, len(batch), logits=False) if head else None
+                if ran is None:
+                    head, rest = 0, {"input_ids": ids, "attention_mask": mask}
+                else:  # the suffixes on the head's cache; positions continue after it
+                    rest = {"input_ids": ids[:, head:], "attention_mask": mask, self.cache_argument: ran[1]}
+                    if self.position_ids:
+                        rest["position_ids"] = torch.arange(head, width, device=self.device).expand(len(batch), -1)
+                at = [len(contexts[i]) - head - 1 for i in batch]  # where each row's next token is read
+                column = {p: p for p in at}
+                if self.keep_logits:  # the LM head at the read positions only (a few distinct ones per batch)
+                    kept = sorted(set(at))
+                    rest["logits_to_keep"] = torch.tensor(kept, device=self.device)
+                    column = {p: k for k, p in enumerate(kept)}
+                logits = output_logits(self.model(**rest))
             self.calls += 1
             for row, i in enumerate(batch):
-                logp = torch.log_softmax(logits[row, len(queries[i].context) - 1].float(), dim=-1)
+                logp = torch.log_softmax(logits[row, column[at[row]]].float(), dim=-1)
                 values, index = torch.topk(logp, min(top, logp.numel())) if top else (logp[:0], logp[:0].long())
-                out[i] = LogprobAnswer(float(logp[queries[i].token]), dict(zip(index.tolist(), values.tolist())))
+                best = dict(zip(index.tolist(), values.tolist()))
+                for q in readers[i]:
+                    out[q] = LogprobAnswer(float(logp[queries[q].token]), dict(best))
         return out  # type: ignore[return-value]
 
     def __repr__(self) -> str:

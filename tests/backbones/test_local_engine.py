@@ -1,0 +1,98 @@
+"""The local generative-verifier engine shares a prompt's states: its samples continue from one pass over the prompt,
+and the verdict reads of one prompt's samples run the prompt once per batch. The results must be those of running
+every row whole (greedy generations identical; log-probabilities within float32 noise), and the token positions that
+reach the model must show the saving (counted with a forward hook, not timed).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ares_rerank.backbones.generative import LocalEngine, LogprobQuery, Sampling
+
+
+@pytest.fixture(scope="module")
+def model_and_tokenizer():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from verifier_mirrors import qwen25_tokenizer
+
+    torch.set_num_threads(1)
+    tok = qwen25_tokenizer()
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    return Qwen2ForCausalLM(config).eval(), tok
+
+
+class PositionCounter:
+    """Counts the input positions (batch rows x sequence length) of every forward of ``model``."""
+
+    def __init__(self, model):
+        self.positions = 0
+        self.handle = model.model.embed_tokens.register_forward_hook(self.hook)
+
+    def hook(self, module, args, output):
+        self.positions += args[0].numel()
+
+    def close(self):
+        self.handle.remove()
+
+
+PROMPT = "Question: Janet has 16 eggs and eats 3. Previous steps: 16 - 3 = 13. Step to verify: 13 * 2 = 26."
+
+
+def test_greedy_samples_equal_the_whole_run_and_the_prompt_runs_once(model_and_tokenizer):
+    model, tok = model_and_tokenizer
+    engine = LocalEngine(model, tok, seed=0)
+    ids = engine.encode(PROMPT)
+    sampling = Sampling(temperature=0.0, max_tokens=5)
+    counter = PositionCounter(model)
+    try:
+        got = engine.generate(PROMPT, 4, sampling)
+    finally:
+        counter.close()
+    with torch.inference_mode():  # the reference: the stock generate on the prompt alone, no cache given
+        whole = model.generate(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                               max_new_tokens=5, do_sample=False, pad_token_id=engine.pad_id)
+    expected = whole[0, len(ids):].tolist()
+    assert all(g.token_ids == expected[: len(g.token_ids)] for g in got) and got[0].token_ids
+    # the prompt but its last token once, then 4 rows of the last prompt token and 4 of each new token but the last
+    assert counter.positions <= (len(ids) - 1) + 4 * 5
+    assert counter.positions < 4 * len(ids)  # what expanding the prompt to 4 rows would cost
+
+
+def test_sampled_rows_differ_and_are_reproducible(model_and_tokenizer):
+    model, tok = model_and_tokenizer
+    sampling = Sampling(temperature=1.0, max_tokens=6)
+    a, b = LocalEngine(model, tok, seed=3), LocalEngine(model, tok, seed=3)
+    first = [g.token_ids for g in a.generate(PROMPT, 6, sampling)]
+    assert first == [g.token_ids for g in b.generate(PROMPT, 6, sampling)]
+    assert len({tuple(t) for t in first}) > 1  # the rows sample independently from the shared prompt states
+
+
+def test_reads_of_one_prompt_share_it_and_equal_whole_runs(model_and_tokenizer):
+    model, tok = model_and_tokenizer
+    engine = LocalEngine(model, tok, seed=0, batch_size=8)
+    ids = engine.encode(PROMPT)
+    tails = [engine.encode(t) for t in (" yes it holds", " no", " the product is 26 so", " wrong")]
+    queries = [LogprobQuery(ids + tail, token) for tail in tails for token in (10, 11)]  # two reads per context
+    queries.append(LogprobQuery(engine.encode("Another prompt entirely"), 12))
+    counter = PositionCounter(model)
+    try:
+        answers = engine.logprobs(queries, top=5)
+    finally:
+        counter.close()
+    with torch.inference_mode():
+        for query, answer in zip(queries, answers):
+            logp = torch.log_softmax(model(input_ids=torch.tensor([query.context])).logits[0, -1], dim=-1)
+            assert answer.logprob == pytest.approx(float(logp[query.token]), abs=1e-5)
+            values, index = torch.topk(logp, 5)
+            assert list(answer.top) == index.tolist()
+            assert list(answer.top.values()) == pytest.approx(values.tolist(), abs=1e-5)
+    whole = sum(len(q.context) for q in queries)
+    distinct = sum(len(ids) + len(t) for t in tails) + len(queries[-1].context)
+    # the shared prompt once and the four tails (padded to the longest), the other prompt whole: far under either
+    assert counter.positions <= len(ids) + 4 * max(len(t) for t in tails) + 4 + len(queries[-1].context)
+    assert counter.positions < distinct < whole

@@ -22,26 +22,29 @@ Two ways per PRMBench test chain (spread over the error types, as the other PRMB
 Per chain and in total, side by side: generated tokens (every sample's, the verdict prompt not counted), requests
 (model calls: ``generate`` calls and the log-probability batches that read the verdicts), verdicts, and wall seconds,
 and the ratios ARES / one verdict. A fresh engine per way and chain, seeded (``--seed``): a rerun gives the same
-samples on the same machine. Wall time depends on the machine and on what else runs on it: report both.
+samples on the same machine. Wall time depends on the machine and on what else runs on it: report both (the load
+average is printed and kept per chain). With ``--output`` the records are written after every chain and a rerun with
+the same settings continues where a stopped one ended.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
 from ares_rerank.backbones.generative import GenerativeVerifier, LocalEngine, Sampling
 from ares_rerank.chain import Chain
-from ares_rerank.estimator.config import AresConfig
+from ares_rerank.estimator.config import AresConfig, sample_size
 from ares_rerank.scoring import score_chains
 from ares_rerank.utils.io import write_atomic
 from eval.bench_prm_families import load_smollm2
 
 
-__all__ = ["main", "one_verdict_per_step", "pick_chains", "run_ares"]
+__all__ = ["main", "one_verdict_per_step", "pick_chains", "resume", "run_ares"]
 
 
 def pick_chains(n: int) -> list[Chain]:
@@ -79,6 +82,18 @@ def run_ares(verifier: GenerativeVerifier, chain: Chain, config: AresConfig) -> 
             "verdicts": scores.verdicts, "scores": list(scores.step_scores)}
 
 
+def resume(output: Path | None, settings: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """The chains a stopped run measured into ``output`` with the same settings (``{}`` for a fresh run); other
+    settings refuse to mix into it."""
+    if output is None or not output.is_file():
+        return {}
+    saved = json.loads(output.read_text())
+    if saved.get("settings") != settings:
+        raise SystemExit(f"--output {output} holds a run with other settings ({saved.get('settings')}): pass another "
+                         "--output, or the same settings to continue it.")
+    return {int(r["chain"]): r for r in saved.get("chains", [])}
+
+
 def ratio(a: float, b: float) -> str:
     return f"{a / b:.1f}x" if b else "-"
 
@@ -100,10 +115,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch-size", type=int, default=16, help="Verdict reads per forward pass.")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--output", type=Path, default=None, help="Write the records as JSON here.")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="Write the records as JSON here, after every chain; run again with the same settings "
+                             "and --output to continue a stopped run (measured chains are read back, not rerun).")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    chains = pick_chains(args.n)
+    chains = list(enumerate(pick_chains(args.n)))
     if args.pick is not None:
         bad = [i for i in args.pick if not 0 <= i < len(chains)]
         if bad:
@@ -111,31 +128,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         chains = [chains[i] for i in args.pick]
     config = AresConfig(mode="sample", stopping="betting", eps=args.eps, delta=args.delta, prior=1.0,
                         seed=args.seed)
+    settings = {k: v for k, v in vars(args).items() if k not in ("output", "pick", "threads")}
+    done = resume(args.output, settings)
     model, tokenizer = load_smollm2()
-    print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads; "
-          f"verifier: SmolLM2-135M-Instruct (float32, kind='generative'), T {args.temperature}, "
-          f"{args.max_new_tokens} new tokens a rationale; {len(chains)} PRMBench chains, "
-          f"{sum(c.num_steps for c in chains)} steps; ARES sample mode, betting, eps {args.eps}, delta {args.delta}")
+    print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} torch threads, load "
+          f"{os.getloadavg()[0]:.1f}; verifier: SmolLM2-135M-Instruct (float32, kind='generative'), "
+          f"T {args.temperature}, {args.max_new_tokens} new tokens a rationale; {len(chains)} PRMBench chains, "
+          f"{sum(c.num_steps for _, c in chains)} steps; ARES sample mode, betting, eps {args.eps}, delta {args.delta}"
+          + (f"; {len(done)} chains measured before, read from {args.output}" if done else ""))
     print("chain | steps | way | generated tokens | requests | verdicts | wall s")
-    records, totals = [], {"one verdict": {}, "ares": {}}
+    records = dict(done)
     with torch.inference_mode():
-        for i, chain in enumerate(chains):
-            row = {}
-            for way, run in (("one verdict", lambda v: one_verdict_per_step(v, chain)),
-                             ("ares", lambda v: run_ares(v, chain, config))):
-                row[way] = r = run(build(model, tokenizer, args))
+        for i, chain in chains:
+            if i in records:
+                row = records[i]
+            else:
+                row = {"chain": i, "steps": chain.num_steps, "load": os.getloadavg()[0]}
+                for way, run in (("one verdict", lambda v: one_verdict_per_step(v, chain)),
+                                 ("ares", lambda v: run_ares(v, chain, config))):
+                    row[way] = run(build(model, tokenizer, args))
+                records[i] = row
+                if args.output is not None:  # after every chain: a stopped run keeps what it measured
+                    write_atomic(args.output, json.dumps({"settings": settings, "chains": [records[k] for k in
+                                                                                         sorted(records)]}, indent=1))
+            for way in ("one verdict", "ares"):
+                r = row[way]
                 print(f"{i} | {chain.num_steps} | {way} | {r['generated_tokens']} | {r['requests']} | "
                       f"{r['verdicts']} | {r['seconds']:.1f}", flush=True)
-                for key in ("generated_tokens", "requests", "verdicts", "seconds"):
-                    totals[way][key] = totals[way].get(key, 0) + r[key]
             a, b = row["ares"], row["one verdict"]
             print(f"{i} | {chain.num_steps} | ares / one verdict | "
                   f"{ratio(a['generated_tokens'], b['generated_tokens'])} | {ratio(a['requests'], b['requests'])} | "
                   f"{ratio(a['verdicts'], b['verdicts'])} | "
                   f"{ratio(a['seconds'], b['seconds'])}", flush=True)
-            records.append({"chain": i, "steps": chain.num_steps, **row})
-    n = max(len(chains), 1)
-    print("\nper chain (mean) | generated tokens | requests | verdicts | wall s")
+    rows = [records[i] for i, _ in chains]
+    totals = {way: {key: sum(r[way][key] for r in rows) for key in ("generated_tokens", "requests", "verdicts",
+                                                                   "seconds")} for way in ("one verdict", "ares")}
+    n = max(len(rows), 1)
+    print(f"\nper chain (mean over {len(rows)}) | generated tokens | requests | verdicts | wall s")
     for way in ("one verdict", "ares"):
         t = totals[way]
         print(f"{way} | {t['generated_tokens'] / n:.0f} | {t['requests'] / n:.1f} | {t['verdicts'] / n:.1f} | "
@@ -144,9 +173,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"ares / one verdict | {ratio(a['generated_tokens'], b['generated_tokens'])} | "
           f"{ratio(a['requests'], b['requests'])} | {ratio(a['verdicts'], b['verdicts'])} | "
           f"{ratio(a['seconds'], b['seconds'])}")
-    if args.output is not None:
-        write_atomic(args.output, json.dumps({"settings": vars(args) | {"output": str(args.output)},
-                                              "totals": totals, "chains": records}, indent=1))
+    steps = sum(r["steps"] for r in rows)
+    fixed = sum(sample_size(r["steps"], args.eps, args.delta) * r["steps"] for r in rows)
+    print(f"verdicts per step: one verdict 1, ares {a['verdicts'] / max(steps, 1):.1f}; Hoeffding's fixed N "
+          f"(one verdict per trajectory and step, the N of sample mode without betting) would take "
+          f"{fixed / max(steps, 1):.1f}: betting asked {a['verdicts'] / max(fixed, 1):.0%} of those")
     return 0
 
 

@@ -19,9 +19,10 @@ and ``"generative"``, :class:`~ares_rerank.backbones.generative.GenerativeVerifi
 server URL with ``tokenizer=``); served, named by a server URL (:data:`SERVED_KINDS`): ``"openai"``
 (:class:`~ares_rerank.backbones.openai_judge.OpenAIJudge`), ``"vllm-completions"`` (a causal PRM family read from
 vLLM's prompt log-probabilities, :mod:`~ares_rerank.backbones.vllm_completions`) and ``"vllm-pooling"``
-(:class:`~ares_rerank.backbones.vllm_pooling.VLLMPoolingPRM`). Special names: ``"claimtrees-oracle"`` (the rule
-oracle, no model), ``"default"`` (the entailment head shipped in ``ares_rerank/default_head/``) and
-``"package.module:attr"`` (your own backbone object, or a zero-argument factory returning one).
+(:class:`~ares_rerank.backbones.vllm_pooling.VLLMPoolingPRM`, a token-classifier family with ``family=``). Special
+names: ``"claimtrees-oracle"`` (the rule oracle, no model), ``"default"`` (the entailment head shipped in
+``ares_rerank/default_head/``) and ``"package.module:attr"`` (your own backbone object, or a zero-argument factory
+returning one).
 
 Hub ids and their options (:class:`~ares_rerank.backbones.hub.HubOptions`), adapters and the calibration file live
 in :mod:`~ares_rerank.backbones.hub`, device / dtype selection in :mod:`~ares_rerank.backbones.devices`; the names

@@ -1,11 +1,13 @@
 """A process reward model served by vLLM's ``/pooling`` endpoint (``task: "token_classify"``) as an ARES backbone.
 
 This is how vLLM serves Qwen2.5-Math-PRM (``Qwen2ForProcessRewardModel``) and other token-classifier PRMs. The
-backbone is the local :class:`~ares_rerank.backbones.prms.StepTagPRM` with the forward pass replaced by an HTTP
-request: premise selection, the cache, the window policy, base-claim / step roles and **the mask rendering are the
-local PRM's own code** (``render_prm_text`` + tag ids placed at recorded positions). The client tokenizes locally
-and sends token ids, so the server scores exactly the ids the local PRM would score and the step-tag positions are
-known, never searched for. Score = positive-class probability at the judged step's tag.
+backbone is the local :class:`~ares_rerank.backbones.prms.StepTagPRM` (or, with ``family=``, a published
+token-classifier family: ``prm-qwen``, ``prm-reasonflux``, ``prm-trl``, ``prm-pure``; :class:`ServedPooling` is the
+served forward pass over any of them) with the forward pass replaced by an HTTP request: premise selection, the
+cache, the window policy, base-claim / step roles and **the mask rendering are the local PRM's own code**
+(``render_prm_text`` + tag ids placed at recorded positions). The client tokenizes locally and sends token ids, so
+the server scores exactly the ids the local PRM would score and the step-tag positions are known, never searched for.
+Score = positive-class probability at the judged step's tag.
 
 **Server** (checked against vLLM's source and docs, versions 0.15-0.18: ``/pooling`` with ``task`` and
 ``PoolingResponse``; earlier releases named the task ``"encode"``, pass ``task="encode"`` there)::
@@ -32,7 +34,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .hub import check_model_files
-from .prms import StepTagPRM
+from .loading import backbone_class
+from .prms import PRMBackbone, StepTagPRM
 from .served import (
     DEFAULT_MAX_RESPONSE_BYTES,
     JsonClient,
@@ -44,18 +47,17 @@ from .served import (
 )
 
 
-__all__ = ["VLLMPoolingPRM"]
+__all__ = ["ServedPooling", "VLLMPoolingPRM", "served_pooling_family"]
 
 
-class VLLMPoolingPRM(StepTagPRM):
-    """A served token-classifier PRM, rendered exactly as the local :class:`StepTagPRM` (see the module doc).
+class ServedPooling:
+    """Mixin over a token-classifier PRM family (first in the bases): the forward pass is vLLM's ``/pooling``
+    (module doc); the family renders, tokenizes and picks the read positions as it does locally.
 
     Args:
         base_url: The vLLM server, e.g. ``"http://127.0.0.1:8000"``.
         tokenizer: The PRM's tokenizer (object, local folder or hub id): renders and tokenizes the input locally.
         model: The served model name; ``None`` takes the first one ``/v1/models`` lists (on first use).
-        step_tag: The tag after every step; its id is looked up from the tokenizer (Qwen: ``"<extra_0>"``).
-        positive_index: Column of the positive class in each row (Qwen: 1).
         task: The ``/pooling`` task (``"token_classify"``; ``"encode"`` for vLLM before the split into tasks).
         probabilities: ``"auto"`` (rows must be probability vectors: anything else is an error naming the cause),
             ``"probs"`` (rows are probabilities) or ``"logits"`` (a token classifier's logits: softmax them here).
@@ -65,8 +67,8 @@ class VLLMPoolingPRM(StepTagPRM):
             ``OPENAI_API_KEY`` for https / loopback servers only, 600 s per request, 32 MiB per answer).
         extra_body: Extra request fields (e.g. ``{"truncate_prompt_tokens": -1}``).
         trust_remote_code: For loading a tokenizer by name.
-        **kwargs: ``system_prompt``, ``step_separator``, ``use_chat_template``, ``batch_size``, ``max_length`` (default:
-            the smaller of the tokenizer's and the server's ``max_model_len``), ``premise_selection``, ``cache_size``.
+        **kwargs: The family's own options (``batch_size``, ``max_length`` (default: the smaller of the tokenizer's
+            and the server's ``max_model_len``), ``premise_selection``, ``cache_size``, its layout's options).
     """
 
     def __init__(
@@ -75,8 +77,6 @@ class VLLMPoolingPRM(StepTagPRM):
         tokenizer: Any,
         model: str | None = None,
         *,
-        step_tag: str = "<extra_0>",
-        positive_index: int = 1,
         task: str = "token_classify",
         probabilities: str = "auto",
         concurrency: int = 4,
@@ -93,13 +93,13 @@ class VLLMPoolingPRM(StepTagPRM):
         if probabilities not in ("auto", "probs", "logits"):
             raise ValueError(f"probabilities={probabilities!r} is not supported: use 'auto', 'probs' or 'logits'.")
         check_concurrency(concurrency, 4)
-        if not isinstance(positive_index, int) or positive_index < 0:
+        positive_index = kwargs.get("positive_index", 1)
+        if not isinstance(positive_index, int) or isinstance(positive_index, bool) or positive_index < 0:
             raise ValueError(f"positive_index={positive_index!r} must be a non-negative integer (Qwen PRM: 1).")
         self.client = JsonClient(base_url, timeout=timeout, max_retries=max_retries, backoff=backoff, api_key=api_key,
                                  total_timeout=total_timeout, max_response_bytes=max_response_bytes)
         self._window_given = kwargs.get("max_length") is not None
-        super().__init__(None, _load_tokenizer(tokenizer, trust_remote_code), step_tag=step_tag,
-                         positive_index=positive_index, **kwargs)
+        super().__init__(None, _load_tokenizer(tokenizer, trust_remote_code), **kwargs)  # no local model
         self.served_model = model
         self.task = task
         self.probabilities = probabilities
@@ -107,15 +107,14 @@ class VLLMPoolingPRM(StepTagPRM):
         self.extra_body = dict(extra_body or {})
         self._resolved = False
 
-    @classmethod
-    def from_pretrained(cls, name_or_path: str, tokenizer: Any = None, **kwargs: Any) -> VLLMPoolingPRM:
-        """``load_backbone(url, kind="vllm-pooling", tokenizer=..., **kwargs)`` lands here (``name_or_path`` = URL)."""
-        if tokenizer is None:
-            raise ValueError(
-                "kind='vllm-pooling' needs tokenizer=: the PRM's tokenizer (a local folder, a hub id or a tokenizer "
-                "object), so inputs are rendered and tokenized exactly as the local PRM does."
-            )
-        return cls(str(name_or_path), tokenizer, **kwargs)
+    def row_token(self) -> int | None:
+        """The token id vLLM's STEP pooling would give rows at (``step_tag_id``): the family's tag, or the last id of
+        its step separator (TRL's layout); ``None`` when it has neither (then rows must be one per token)."""
+        tag = getattr(self, "tag_id", None)
+        if isinstance(tag, int):
+            return tag
+        separator = getattr(self, "separator_ids", None)
+        return int(separator[-1]) if separator else None
 
     # -- the served forward pass --------------------------------------------------------------------------------------
     def _compute(self, keys: list[tuple]) -> list[float]:
@@ -157,20 +156,28 @@ class VLLMPoolingPRM(StepTagPRM):
                     f"task={self.task!r} (one row of class scores per token) and encoding_format 'float'.", url,
                 )
             index = self._row_index(item["input_ids"], len(rows), url)
+            missing = [p for p in wanted if p not in index]
+            if missing:
+                raise ServerResponseError(
+                    f"{url} returned one row per token id {self.row_token()}, but the PRM reads position "
+                    f"{missing[0]}, which holds token {item['input_ids'][missing[0]]}: serve it with one row per token "
+                    "(pooling_type ALL).", url)
             out.append([self._positive(rows[index[p]], url) for p in wanted])
         return out
 
     def _row_index(self, ids: Sequence[int], num_rows: int, url: str) -> dict[int, int]:
         """Map token positions of step tags to rows: rows are per token, or per step-tag occurrence."""
-        tags = [p for p, t in enumerate(ids) if t == self.tag_id]
         if num_rows == len(ids):
-            return {p: p for p in tags}
-        if num_rows == len(tags):
+            return {p: p for p in range(len(ids))}
+        token = self.row_token()
+        tags = [p for p, t in enumerate(ids) if t == token] if token is not None else []
+        if token is not None and num_rows == len(tags):
             return {p: r for r, p in enumerate(tags)}
+        per_tag = (f" or one per step tag (STEP with step_tag_id={token})" if token is not None else "")
         raise ServerResponseError(
             f"{url} returned {num_rows} rows for an input of {len(ids)} tokens with {len(tags)} step tags (id "
-            f"{self.tag_id}): expected one row per token (pooling_type ALL, or STEP without step_tag_id) or one per "
-            f"step tag (STEP with step_tag_id={self.tag_id}). Check the server's --pooler-config and step_tag=.", url,
+            f"{token}): expected one row per token (pooling_type ALL, or STEP without step_tag_id){per_tag}. Check "
+            "the server's --pooler-config and the PRM's layout (step_tag=, family=).", url,
         )
 
     def _positive(self, row: list[Any], url: str) -> float:
@@ -208,7 +215,58 @@ class VLLMPoolingPRM(StepTagPRM):
             self._resolved = True
 
     def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.client.root!r}, model={self.served_model!r})"
+
+
+class VLLMPoolingPRM(ServedPooling, StepTagPRM):
+    """A served token-classifier PRM, rendered exactly as the local :class:`StepTagPRM` (see the module doc);
+    ``load_backbone(url, kind="vllm-pooling", tokenizer=..., family=...)`` serves a published family's layout
+    instead (:func:`served_pooling_family`).
+
+    Args:
+        base_url, tokenizer, model: See :class:`ServedPooling`.
+        step_tag: The tag after every step; its id is looked up from the tokenizer (Qwen: ``"<extra_0>"``).
+        positive_index: Column of the positive class in each row (Qwen: 1).
+        **kwargs: :class:`ServedPooling`'s options (``task``, ``probabilities``, ``concurrency``, timeouts,
+            ``extra_body``, ``trust_remote_code``) and :class:`StepTagPRM`'s (``system_prompt``, ``step_separator``,
+            ``use_chat_template``, ``batch_size``, ``max_length``, ``premise_selection``, ``cache_size``).
+    """
+
+    def __init__(self, base_url: str, tokenizer: Any, model: str | None = None, *, step_tag: str = "<extra_0>",
+                 positive_index: int = 1, **kwargs: Any) -> None:
+        super().__init__(base_url, tokenizer, model, step_tag=step_tag, positive_index=positive_index, **kwargs)
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, tokenizer: Any = None, family: str | None = None,
+                        **kwargs: Any) -> Any:
+        """``load_backbone(url, kind="vllm-pooling", tokenizer=..., family=..., **kwargs)`` lands here
+        (``name_or_path`` = URL); without ``family`` the configurable layout (``step_tag=``, ``system_prompt=``...)."""
+        if tokenizer is None:
+            raise ValueError(
+                "kind='vllm-pooling' needs tokenizer=: the PRM's tokenizer (a local folder, a hub id or a tokenizer "
+                "object), so inputs are rendered and tokenized exactly as the local PRM does."
+            )
+        if family is None or family == "prm":
+            return cls(str(name_or_path), tokenizer, **kwargs)
+        return served_pooling_family(family)(str(name_or_path), tokenizer, **kwargs)
+
+    def __repr__(self) -> str:
         return f"VLLMPoolingPRM({self.client.root!r}, model={self.served_model!r}, step_tag={self.step_tag!r})"
+
+
+def served_pooling_family(family: str) -> type:
+    """The class of ``family`` (a token-classifier PRM kind: ``"prm-qwen"``, ``"prm-reasonflux"``, ``"prm-trl"``,
+    ``"prm-pure"``, ``"prm"``) with :class:`ServedPooling` for its forward pass."""
+    cls = backbone_class(family)
+    if not (isinstance(cls, type) and issubclass(cls, PRMBackbone) and getattr(cls, "reads", "") == "token-class"):
+        raise ValueError(
+            f"family={family!r} is not a token-classifier PRM: use 'prm-qwen', 'prm-reasonflux', 'prm-trl', "
+            "'prm-pure' or 'prm' (a causal PRM read from next-token log-probabilities is served by "
+            "kind='vllm-completions'; a value-head PRM (Skywork, ActPRM) has no /pooling reading here)."
+        )
+    if cls is StepTagPRM:
+        return VLLMPoolingPRM
+    return type(f"Served{cls.__name__}", (ServedPooling, cls), {"__module__": __name__})
 
 
 def _load_tokenizer(tokenizer: Any, trust_remote_code: bool) -> Any:

@@ -113,7 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--eps", type=float, default=0.1)
     parser.add_argument("--delta", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--batch-size", type=int, default=16, help="Verdict reads per forward pass.")
+    parser.add_argument("--batch-size", type=int, default=64,
+                        help="Verdict reads per forward pass (one prompt's reads share its states in a pass).")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--output", type=Path, default=None,
                         help="Write the records as JSON here, after every chain; run again with the same settings "

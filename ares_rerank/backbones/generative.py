@@ -85,6 +85,8 @@ DEFAULT_PROMPT = (
     "Is the step to verify correct, given the question and the previous steps? Think it through, then answer."
 )
 NO_PREVIOUS_STEPS = "(none)"
+#: Prompts whose samples one ``generate_many`` asks together (bounds what one call renders and holds).
+PROMPTS_PER_CALL = 64
 @dataclass
 class Verdict:
     """One sampled verdict of a verifier (:meth:`GenerativeVerifier.verify`).
@@ -343,10 +345,19 @@ class GenerativeVerifier(TokenWindow):
         return self.chat_prompt(text) if self.chat else text
 
     def sample(self, base_claims: Sequence[str], steps: Sequence[str], n: int) -> list[PendingVerdict]:
-        """``n`` rationales for one input, each with how its verdict is read (one generation stage here)."""
+        """``n`` rationales for one input, each with how its verdict is read (one generation stage here; a family
+        with stages of its own overrides this, and its inputs are then sampled one after another)."""
         prompt = self.render(base_claims, steps)
+        samples = self.pending(prompt, self.engine.generate(prompt, n, self.sampling))
+        if samples:
+            samples[0].requests = 1
+        return samples
+
+    def pending(self, prompt: str, generations: Sequence[Generation]) -> list[PendingVerdict]:
+        """The one-stage verdicts of ``prompt``'s sampled ``generations``: each read after the rationale and the
+        verdict prompt (or ``verdict_parser``'s text)."""
         samples = []
-        for gen in self.engine.generate(prompt, n, self.sampling):
+        for gen in generations:
             sample = PendingVerdict(prompt, gen.text, tokens=len(gen.token_ids))
             after = self.verdict_parser(gen.text) if self.verdict_parser else gen.text + self.verdict_prompt
             if not isinstance(after, str):
@@ -354,9 +365,29 @@ class GenerativeVerifier(TokenWindow):
                                 "prompt.")
             self.next_token_read(sample, prompt + after, *self.answer_ids)
             samples.append(sample)
-        if samples:
-            samples[0].requests = 1
         return samples
+
+    def sample_all(self, inputs: Sequence[tuple[list[str], list[str]]], counts: Sequence[int]) -> list[list[
+            PendingVerdict]]:
+        """:meth:`sample` for every input. With one generation stage (this class's :meth:`sample`) and an engine
+        that takes several prompts at once (``generate_many``), the inputs' samples are asked together,
+        :data:`PROMPTS_PER_CALL` prompts at a time: one local ``generate`` call over their rows, or concurrent
+        requests to a server; the calls are counted on each group's first input."""
+        many = getattr(self.engine, "generate_many", None)
+        if type(self).sample is not GenerativeVerifier.sample or many is None or len(inputs) < 2:
+            return [self.sample(*self.fit(base, steps), n) for (base, steps), n in zip(inputs, counts)]
+        out: list[list[PendingVerdict]] = []
+        for start in range(0, len(inputs), PROMPTS_PER_CALL):
+            group = list(zip(inputs[start : start + PROMPTS_PER_CALL], counts[start : start + PROMPTS_PER_CALL]))
+            prompts = [self.render(*self.fit(base, steps)) for (base, steps), _ in group]
+            calls_before = self.engine.calls
+            generated = many([(prompt, n) for prompt, (_, n) in zip(prompts, group)], self.sampling)
+            samples = [self.pending(prompt, gens) for prompt, gens in zip(prompts, generated)]
+            first = next((s for s in samples if s), None)
+            if first:
+                first[0].requests = self.engine.calls - calls_before
+            out += samples
+        return out
 
     # -- the sampled-backbone protocol ------------------------------------------------------------------------------
     def verify(self, base_claims: Sequence[str], steps: Sequence[str], n: int = 1) -> list[Verdict]:
@@ -391,7 +422,7 @@ class GenerativeVerifier(TokenWindow):
         return [float(p.mean()) for p in probs]
 
     def _verdicts(self, inputs: list[tuple[list[str], list[str]]], counts: list[int]) -> list[list[Verdict]]:
-        samples = [self.sample(*self.fit(base, steps), n) for (base, steps), n in zip(inputs, counts)]
+        samples = self.sample_all(inputs, counts)
         for group, n in zip(samples, counts):
             if len(group) != n:
                 raise RuntimeError(f"{type(self).__name__} drew {len(group)} samples where {n} were asked.")

@@ -42,6 +42,7 @@ with another request shape) and :func:`load_engine` picks among them.
 from __future__ import annotations
 
 import math
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,6 +175,30 @@ def cut_at_stop(text: str, stop: Sequence[str], include: bool) -> tuple[str, boo
     return (text[: i + len(s)] if include else text[:i]), True
 
 
+def join_left_padded(caches: Sequence[Any], pads: Sequence[int], config: Any) -> Any:
+    """One ``DynamicCache`` of the rows of ``caches`` (in order), each left-padded with ``pads[i]`` zero positions
+    (masked by the caller's attention mask); ``None`` when a cache is not made of plain dynamic layers."""
+    import torch
+    from transformers import DynamicCache
+
+    try:
+        from transformers.cache_utils import DynamicLayer
+    except ImportError:  # another cache layout: the caller runs the rows whole
+        return None
+    layers = [getattr(c, "layers", None) for c in caches]
+    if any(not ls or any(type(layer) is not DynamicLayer for layer in ls) for ls in layers):
+        return None
+    joined = DynamicCache(config=config)
+    for index in range(len(layers[0])):
+        keys, values = [], []
+        for ls, pad in zip(layers, pads):
+            k, v = ls[index].keys, ls[index].values  # (rows, kv heads, length, head dim)
+            keys.append(torch.nn.functional.pad(k, (0, 0, pad, 0)))
+            values.append(torch.nn.functional.pad(v, (0, 0, pad, 0)))
+        joined.update(torch.cat(keys), torch.cat(values), index)
+    return joined
+
+
 # -- engines ----------------------------------------------------------------------------------------------------------
 class LocalEngine:
     """A transformers causal LM as the verifier's engine (see the module docstring).
@@ -187,13 +212,17 @@ class LocalEngine:
         batch_size: Sequences per forward pass when reading log-probabilities.
         max_model_len: The window (prompt and generated tokens together); ``None``: the model's (its position table
             and config, :func:`~ares_rerank.backbones.tokenization.model_window`).
+        generate_rows: Rows (samples, over the prompts of one :meth:`generate_many`) per ``generate`` call: bounds
+            the KV cache one call holds.
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, seed: int = 0, batch_size: int = 8,
-                 max_model_len: int | None = None) -> None:
+                 max_model_len: int | None = None, generate_rows: int = 64) -> None:
         if not is_int(seed) or seed < 0:
             raise ValueError(f"seed={seed!r} must be a whole number >= 0.")
         check_positive_int(batch_size, "batch_size", 8)
+        check_positive_int(generate_rows, "generate_rows", 64)
+        self.generate_rows = generate_rows
         self.max_model_len = model_window(model, tokenizer, max_model_len)
         self.model, self.tokenizer = model, tokenizer
         self.cache_argument = causal_cache_argument(model)  # None: no shared prompt states (every row run whole)
@@ -218,11 +247,35 @@ class LocalEngine:
     def generate(self, prompt: str, n: int, sampling: Sampling) -> list[Generation]:
         """``n`` sampled continuations of ``prompt`` in one ``generate`` call; a causal decoder runs the prompt once
         and its ``n`` rows continue from that KV cache (vLLM's prefix caching, locally)."""
+        return self.generate_many([(prompt, n)], sampling)[0]
+
+    def generate_many(self, requests: Sequence[tuple[str, int]], sampling: Sampling) -> list[list[Generation]]:
+        """For each ``(prompt, n)``, ``n`` sampled continuations; the rows of several prompts are sampled together
+        in one ``generate`` call (at most ``generate_rows`` rows a call; a prompt with more samples goes alone), as
+        a server batches concurrent requests. A causal decoder runs each prompt once: its rows continue from its KV
+        cache, the prompts' caches left-padded into one (:meth:`prompt_batch`)."""
+        if sampling.max_tokens == 0:
+            return [[Generation("", []) for _ in range(n)] for _, n in requests]
+        encoded = [self.encode(prompt) for prompt, _ in requests]
+        chunks: list[list[int]] = []
+        for i, (_, n) in enumerate(requests):
+            if chunks and sum(requests[j][1] for j in chunks[-1]) + n <= self.generate_rows:
+                chunks[-1].append(i)
+            else:
+                chunks.append([i])
+        out: list[list[Generation]] = [[] for _ in requests]
+        for chunk in chunks:
+            rows = self.sample_rows([encoded[i] for i in chunk], [requests[i][1] for i in chunk], sampling)
+            at = 0
+            for i in chunk:
+                out[i] = rows[at : at + requests[i][1]]
+                at += requests[i][1]
+        return out
+
+    def sample_rows(self, prompts: Sequence[list[int]], counts: Sequence[int], sampling: Sampling) -> list[Generation]:
+        """One seeded ``generate`` call: ``counts[i]`` rows continuing ``prompts[i]``, in that order."""
         import torch
 
-        ids = self.encode(prompt)
-        if sampling.max_tokens == 0:
-            return [Generation("", []) for _ in range(n)]
         kwargs: dict[str, Any] = {"max_new_tokens": sampling.max_tokens, "pad_token_id": self.pad_id,
                                   "repetition_penalty": sampling.repetition_penalty}
         if sampling.temperature > 0:
@@ -233,30 +286,55 @@ class LocalEngine:
             kwargs.update(stop_strings=list(sampling.stop), tokenizer=self.tokenizer)
         eos = self.model.generation_config.eos_token_id if getattr(self.model, "generation_config", None) else None
         eos = {eos} if isinstance(eos, int) else set(eos or []) | ({self.tokenizer.eos_token_id} - {None})
-        tensor = torch.tensor([ids], device=self.device)
         self.calls += 1
         self.draws += 1
         with torch.inference_mode():
-            ran = None
-            if self.cache_argument is not None and len(ids) > 1:  # the prompt but its last token, once
-                ran = head_states(self.model, {"input_ids": tensor[:, :-1], "attention_mask": torch.ones_like(
-                    tensor[:, :-1])}, self.cache_argument, n, logits=False)
-            if ran is not None:  # generate runs only what the cache lacks: the last prompt token, then new ones
-                kwargs[self.cache_argument] = ran[1]
-                tensor = tensor.expand(n, -1).contiguous()
-            else:
-                kwargs["num_return_sequences"] = n
-            with torch.random.fork_rng(devices=[] if tensor.device.type == "cpu" else [tensor.device]):
+            ids, mask, cache = self.prompt_batch(prompts, counts)
+            if cache is not None:  # generate runs only what the cache lacks: the last prompt token, then new ones
+                kwargs[self.cache_argument] = cache
+            with torch.random.fork_rng(devices=[] if ids.device.type == "cpu" else [ids.device]):
                 torch.manual_seed(hash((self.seed, self.draws)) % 2**63)
-                out = self.model.generate(input_ids=tensor, attention_mask=torch.ones_like(tensor), **kwargs)
+                out = self.model.generate(input_ids=ids, attention_mask=mask, **kwargs)
         generations = []
-        for row in out[:, len(ids):].tolist():
+        for row in out[:, ids.shape[1]:].tolist():
             end = next((i + 1 for i, t in enumerate(row) if t in eos), len(row))  # the eos ends it (kept, as vLLM)
             row = row[:end]
             text = self.tokenizer.decode(row, skip_special_tokens=True)
             text, _ = cut_at_stop(text, sampling.stop, sampling.include_stop)
             generations.append(Generation(text, row))
         return generations
+
+    def prompt_batch(self, prompts: Sequence[list[int]], counts: Sequence[int]) -> tuple[Any, Any, Any]:
+        """``(input_ids, attention_mask, cache)`` of ``counts[i]`` rows per prompt, left-padded to the longest.
+
+        A causal decoder runs each prompt but its last token once (:func:`~ares_rerank.backbones.prefix.head_states`,
+        repeated to its rows); the caches are left-padded with masked zeros and joined along the rows, so each row's
+        keys keep the positions they were computed at and generate's positions (from the attention mask) continue
+        them. ``cache`` is ``None`` (every row run whole) for another model, a one-token prompt, or a cache whose
+        layers are not plain dynamic ones (sliding windows, hybrid models)."""
+        import torch
+
+        width = max(len(p) for p in prompts)
+        ids = torch.full((sum(counts), width), self.pad_id, dtype=torch.long, device=self.device)
+        mask = torch.zeros_like(ids)
+        at = 0
+        for prompt, n in zip(prompts, counts):
+            ids[at : at + n, width - len(prompt):] = torch.tensor(prompt, device=self.device)
+            mask[at : at + n, width - len(prompt):] = 1
+            at += n
+        if self.cache_argument is None or min(len(p) for p in prompts) < 2:
+            return ids, mask, None
+        caches = []
+        for prompt, n in zip(prompts, counts):
+            head = torch.tensor([prompt[:-1]], device=self.device)
+            ran = head_states(self.model, {"input_ids": head, "attention_mask": torch.ones_like(head)},
+                              self.cache_argument, n, logits=False)
+            if ran is None:
+                return ids, mask, None
+            caches.append(ran[1])
+        if len(caches) == 1 and len(prompts[0]) == width:
+            return ids, mask, caches[0]
+        return ids, mask, join_left_padded(caches, [width - 1 - (len(p) - 1) for p in prompts], self.model.config)
 
     def logprobs(self, queries: Sequence[LogprobQuery], top: int = 20) -> list[LogprobAnswer]:
         """Each query's token log-probability after its context (log-softmax of the logits) and the top ``top``.
@@ -351,6 +429,7 @@ class ServedEngine:
         self.tokenizer, self.model = tokenizer, model
         self.batch_size, self.concurrency, self.extra_body = batch_size, concurrency, extra
         self.calls = 0
+        self.counting = threading.Lock()  # requests run concurrently (generate_many, reads)
 
     def resolve_model(self) -> None:
         """Take the first model ``/v1/models`` lists when none was given (on first use)."""
@@ -387,6 +466,12 @@ class ServedEngine:
             out.append(Generation(text, self.token_ids_of(choice, text)))
         return out
 
+    def generate_many(self, requests: Sequence[tuple[str, int]], sampling: Sampling) -> list[list[Generation]]:
+        """:meth:`generate` for each ``(prompt, n)``, ``concurrency`` requests in flight (the server batches them)."""
+        self.resolve_model()
+        return map_bounded(lambda request: self.generate(request[0], request[1], sampling), list(requests),
+                           self.concurrency)
+
     def post_samples(self, path: str, body: dict[str, Any], n: int,
                      sampling: Sampling) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
         """POST ``body`` plus the ``n`` samples' settings to ``path``; the answer, its ``n`` choices in index order
@@ -401,7 +486,8 @@ class ServedEngine:
             body["repetition_penalty"] = sampling.repetition_penalty
         body.update(self.extra_body)
         answer = self.client.post(path, body)
-        self.calls += 1
+        with self.counting:
+            self.calls += 1
         url = self.client.root + path
         choices = answer_choices(answer, n, url, f"n={n}", f"is this an OpenAI-compatible {path} (vLLM)?")
         return answer, choices, url

@@ -96,3 +96,60 @@ def test_reads_of_one_prompt_share_it_and_equal_whole_runs(model_and_tokenizer):
     # the shared prompt once and the four tails (padded to the longest), the other prompt whole: far under either
     assert counter.positions <= len(ids) + 4 * max(len(t) for t in tails) + 4 + len(queries[-1].context)
     assert counter.positions < distinct < whole
+
+
+OTHER = "Question: a train goes 60 km in 1.5 hours. Step to verify: its speed is 40 km/h."
+
+
+def test_prompts_sampled_together_equal_each_alone_and_each_runs_once(model_and_tokenizer):
+    model, tok = model_and_tokenizer
+    engine = LocalEngine(model, tok, seed=0)
+    sampling = Sampling(temperature=0.0, max_tokens=5)
+    prompts = [(PROMPT, 3), (OTHER, 2), ("Short one.", 1)]
+    alone = [engine.generate(p, n, sampling) for p, n in prompts]
+    calls = engine.calls
+    counter = PositionCounter(model)
+    try:
+        together = engine.generate_many(prompts, sampling)
+    finally:
+        counter.close()
+    assert engine.calls == calls + 1  # one generate call for the three prompts' six rows
+    assert [[g.token_ids for g in gs] for gs in together] == [[g.token_ids for g in gs] for gs in alone]
+    assert all(len(gs) == n for gs, (_, n) in zip(together, prompts))
+    lengths = [len(engine.encode(p)) for p, _ in prompts]
+    # each prompt but its last token once, then the six rows' last prompt token and new tokens (padded rows count)
+    assert counter.positions <= sum(length - 1 for length in lengths) + 6 * 5
+    small = LocalEngine(model, tok, seed=0, generate_rows=3)  # the rows bound splits the call: 3 + (2 + 1)
+    assert [[g.token_ids for g in gs] for gs in small.generate_many(prompts, sampling)] == [
+        [g.token_ids for g in gs] for gs in alone]
+    assert small.calls == 2
+
+
+def test_sampled_prompts_together_draw_independent_rows(model_and_tokenizer):
+    model, tok = model_and_tokenizer
+    engine = LocalEngine(model, tok, seed=1)
+    out = engine.generate_many([(PROMPT, 4), (OTHER, 4)], Sampling(temperature=1.0, max_tokens=6))
+    rows = [tuple(g.token_ids) for gs in out for g in gs]
+    assert len(set(rows)) > 2 and all(len(gs) == 4 for gs in out)
+    with pytest.raises(ValueError, match="generate_rows"):
+        LocalEngine(model, tok, generate_rows=0)
+
+
+def test_a_one_stage_verifier_samples_all_its_inputs_in_one_call_and_counts_it(model_and_tokenizer):
+    from ares_rerank.backbones.generative import GenerativeVerifier
+
+    model, tok = model_and_tokenizer
+    engine = LocalEngine(model, tok, seed=0, batch_size=64)
+    verifier = GenerativeVerifier(engine, sampling=Sampling(temperature=1.0, max_tokens=4), use_chat_template=False)
+    generated = []
+    inner = engine.sample_rows
+    engine.sample_rows = lambda prompts, counts, sampling: generated.append(list(counts)) or inner(
+        prompts, counts, sampling)
+    premises = [["Janet has 16 eggs."], ["Janet has 16 eggs.", "She eats 3."], []]
+    hypotheses = ["She eats 3.", "13 are left.", "16 - 3 = 13."]
+    out = verifier.sample_verdicts(premises, hypotheses, [2, 3, 1], num_base=[1, 1, 0])
+    assert generated == [[2, 3, 1]]  # the three inputs' six rows in one generate call
+    assert [len(p) for p in out.probs] == [2, 3, 1] and all(0.0 <= x <= 1.0 for p in out.probs for x in p)
+    # every call counted once, on the first pair (the module's rule): the generate call and the read batches
+    assert sum(out.requests) == out.requests[0] == engine.calls >= 2
+    assert all(0 < t <= n * 4 for t, n in zip(out.generated_tokens, [2, 3, 1]))

@@ -4,12 +4,13 @@
 
 **A verdict is a random variable.** ``P(Yes | rationale)`` is bounded in [0, 1] and its mean over sampled rationales
 is the input's entailment probability. So a verifier is a *sampled* backbone (``sampled = True``,
-:class:`~ares_rerank.backbones.base.SampledBackbone`): ``sample_probs(premises, hypotheses, n)`` draws ``n[i]``
-fresh verdicts for pair ``i`` (its ``n[i]`` samples asked together: ``n=`` in one request to a server, where prefix
-caching pays; locally from one pass over the prompt, and a one-stage verifier's inputs in one ``generate`` call:
-:meth:`GenerativeVerifier.sample_all`), nothing is cached, and ARES gives every trajectory its own verdict in sample mode (exact and auto
-modes refuse: :func:`~ares_rerank.estimator.batch.check_sampled_mode`). ``entailment_probs`` (for baselines) is the
-mean of ``num_samples`` fresh verdicts, as the families' own code averages them: not a fixed function.
+:class:`~ares_rerank.backbones.base.SampledBackbone`): ``sample_probs(premises, hypotheses, n)`` draws ``n[i]`` fresh
+verdicts for pair ``i`` (its ``n[i]`` samples asked together: ``n=`` in one request to a server, where prefix caching
+pays; locally from one pass over the prompt, and a one-stage verifier's inputs in one ``generate`` call:
+:meth:`GenerativeVerifier.sample_all`), nothing is cached, and ARES gives every trajectory its own verdict in sample
+mode (exact and auto modes refuse: :func:`~ares_rerank.estimator.batch.check_sampled_mode`). ``entailment_probs``
+(for baselines) is the mean of ``num_samples`` fresh verdicts, as the families' own code averages them: not a fixed
+function.
 
 **What ARES's masks mean here.** The included base claims are the question (joined by ``question_separator``), the
 included earlier steps are the previous steps, the judged step is the last: the verifier's input for the chain made

@@ -18,9 +18,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
+from ..rerank.answers import AnswerReadWarning
 from ..utils.io import read_jsonl, record_key
 from . import options
 
@@ -114,7 +116,6 @@ def _result(record: dict[str, Any], scored: list[dict[str, Any]], top_k: int | N
 
 
 def _rank_all(args: argparse.Namespace, records: list[dict[str, Any]], results: Any) -> None:
-    from tqdm.auto import tqdm
 
     from ..rerank.reranker import AresReranker
 
@@ -125,7 +126,21 @@ def _rank_all(args: argparse.Namespace, records: list[dict[str, Any]], results: 
     reranker = AresReranker(backbone, config=config, batch_size=None, show_progress_bar=False, **settings)
     keys = [record_key(i, record) for i, record in enumerate(records)]
     done = options.resume_results(results, keys)
-    answered = [0, 0]  # candidates with an answer read, candidates scored
+    with warnings.catch_warnings():  # the answer check is said once, after the run, in the flags' words
+        warnings.simplefilter("ignore", AnswerReadWarning)
+        _rank_lines(args, records, results, reranker, keys, done)
+    matcher = reranker.answers
+    if reranker.selection != "best" and matcher.unread * 2 > matcher.seen:
+        print("warning: " + matcher.unread_message("--answer-fn", "--answer-fn module:function"), file=sys.stderr)
+    notice = options.window_notice(backbone)
+    if notice:
+        print(notice, file=sys.stderr)
+
+
+def _rank_lines(args: argparse.Namespace, records: list[dict[str, Any]], results: Any, reranker: Any,
+                keys: list[Any], done: int) -> None:
+    from tqdm.auto import tqdm
+
     with tqdm(total=len(records), initial=done, desc="ranking", unit="prompt", disable=args.no_progress,
               file=sys.stderr) as bar:
         for start in range(done, len(records), args.batch_size):
@@ -135,21 +150,7 @@ def _rank_all(args: argparse.Namespace, records: list[dict[str, Any]], results: 
             scored = reranker.score_batch(prompts, candidates)
             lines = [_result(record, one, args.top_k, reranker) for record, one in zip(batch, scored)]
             results.append(lines, keys[start:start + len(batch)])
-            for line in lines:  # what the answer function read, over the candidates that were scored
-                read = [a for a, s in zip(line.get("answers", []), line["scores"]) if s is not None]
-                answered[0] += sum(a is not None for a in read)
-                answered[1] += len(read)
             bar.update(len(batch))
-    unread = answered[1] - answered[0]
-    if reranker.selection != "best" and unread * 2 > answered[1]:
-        print(f"warning: --answer-fn {args.answer_fn} read no final answer from {unread} of {answered[1]} scored "
-              f"candidates (their 'answers' entries are null and they vote for no answer, so --selection "
-              f"{args.selection} picks among the rest, or by score alone): check that the answer function fits "
-              "how your candidates state their answers, or pass your own (--answer-fn module:function).",
-              file=sys.stderr)
-    notice = options.window_notice(backbone)
-    if notice:
-        print(notice, file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:

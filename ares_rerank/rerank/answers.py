@@ -53,8 +53,8 @@ from typing import Any, Callable, Sequence, Union
 from ..utils.bounded import CallFailed, CallTimedOut, WorkerProcess, call_with_timeout
 
 
-__all__ = ["ANSWER_FNS", "DEFAULT_ANSWER_TIMEOUT", "AnswerFn", "AnswerMatcher", "answer_fn_from_spec",
-           "answer_matcher", "extract_answer", "normalize_answer"]
+__all__ = ["ANSWER_FNS", "DEFAULT_ANSWER_TIMEOUT", "UNREAD_CHECK_AFTER", "AnswerFn", "AnswerMatcher",
+           "AnswerReadWarning", "answer_fn_from_spec", "answer_matcher", "extract_answer", "normalize_answer"]
 
 AnswerFn = Union[str, Callable[[str], Any], "AnswerMatcher"]
 
@@ -149,6 +149,14 @@ def normalize_answer(answer: str) -> str:
     return text
 
 
+#: Candidates an :class:`AnswerMatcher` sees before it judges whether its answer function fits them.
+UNREAD_CHECK_AFTER = 8
+
+
+class AnswerReadWarning(UserWarning):
+    """Most candidates had no final answer the answer function could read (:attr:`AnswerMatcher.seen`)."""
+
+
 class AnswerMatcher:
     """Reads final answers and decides which are the same (see the module docstring for the three kinds).
 
@@ -160,6 +168,10 @@ class AnswerMatcher:
     Attributes:
         name: ``"standard"``, ``"math-verify"`` or the callable's ``__name__``.
         timeouts: math-verify calls cut at ``timeout`` (their answer counted as none, or unequal).
+        seen, read: Candidate texts :meth:`group` was given, and those it read an answer from. Once at least
+            :data:`UNREAD_CHECK_AFTER` were seen and most gave none, :meth:`group` warns once
+            (:class:`AnswerReadWarning`, :meth:`unread_message`): an answer function that does not fit the
+            candidates silently turns an answer vote into a ranking by score.
     """
 
     def __init__(self, answer_fn: str | Callable[[str], Any] = "standard", timeout: float | None = None) -> None:
@@ -168,6 +180,7 @@ class AnswerMatcher:
                 timeout <= 0:
             raise ValueError(f"AnswerMatcher(timeout={timeout!r}) must be a finite number of seconds > 0, e.g. 20.")
         self.timeout, self.timeouts = float(timeout), 0
+        self.seen, self.read, self.warned = 0, 0, False
         if isinstance(answer_fn, str):
             if answer_fn not in ANSWER_FNS:
                 raise ValueError(f"answer_fn={answer_fn!r} is unknown: use one of {list(ANSWER_FNS)} or a callable "
@@ -252,6 +265,11 @@ class AnswerMatcher:
             appearance (``None`` for a candidate without an answer); answers are the parsed answers (display form).
         """
         parsed = [self.parse(t) for t in texts]
+        self.seen += sum(isinstance(t, str) for t in texts)
+        self.read += sum(a is not None for a, t in zip(parsed, texts) if isinstance(t, str))
+        if not self.warned and self.seen >= UNREAD_CHECK_AFTER and self.unread * 2 > self.seen:
+            self.warned = True
+            warnings.warn(self.unread_message(), AnswerReadWarning, stacklevel=3)
         groups: list[int | None] = []
         representatives: list[Any] = []
         index: dict[Any, int] = {}
@@ -269,6 +287,17 @@ class AnswerMatcher:
                 representatives.append(answer)
             groups.append(found)
         return groups, [self.display(a) for a in parsed]
+
+    @property
+    def unread(self) -> int:
+        """Candidate texts :meth:`group` read no answer from."""
+        return self.seen - self.read
+
+    def unread_message(self, option: str = "answer_fn", custom: str = "answer_fn=<your function>") -> str:
+        """What :class:`AnswerReadWarning` says (the CLI names its flags with ``option`` and ``custom``)."""
+        return (f"{option} {self.name!r} read no final answer from {self.unread} of {self.seen} candidates (they vote "
+                "for no answer, so an answer-aware selection picks among the rest, or by score alone): check that "
+                f"the answer function fits how your candidates state their answers, or pass your own ({custom}).")
 
     def display(self, parsed: Any) -> Any:
         """A JSON-friendly form of a parsed answer (math-verify's parse is shown as its string form)."""

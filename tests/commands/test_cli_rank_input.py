@@ -1,5 +1,6 @@
 """``ares-rerank rank`` input that would be read wrongly without a word: a misspelled record key is refused naming
-the key it has, and an answer function that reads no answer from most candidates warns with the count."""
+the key it has, and an answer function that reads no answer from most candidates warns with the count (in the CLI,
+and from Python wherever an answer vote is taken: the reranker and step-level search)."""
 
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ def test_an_answer_fn_that_reads_no_answer_from_most_candidates_warns_with_the_c
     assert main(["rank", "--input", str(path), "--output", str(out), "--selection", "weighted",
                  "--answer-fn", "standard", *HASH_ARGS]) == 0
     err = capsys.readouterr().err
-    assert "--answer-fn standard read no final answer from 5 of 6 scored candidates" in err
+    assert "--answer-fn 'standard' read no final answer from 5 of 6 candidates" in err
+    assert "--answer-fn module:function" in err and "AnswerReadWarning" not in err  # said once, in the flags' words
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     # the keys the help promises are there, also for a prompt where no answer was read
     assert all("answers" in line and "groups" in line for line in lines)
@@ -67,3 +69,31 @@ def test_no_warning_when_most_answers_are_read(tmp_path, capsys):
     assert main(["rank", "--input", str(path), "--output", str(tmp_path / "o.jsonl"), "--selection", "majority",
                  "--answer-fn", "standard", *HASH_ARGS]) == 0
     assert "read no final answer" not in capsys.readouterr().err
+
+
+def test_python_rerankers_and_search_warn_once_when_the_answer_function_does_not_fit():
+    import warnings
+
+    from ares_rerank import AresReranker
+    from ares_rerank.rerank.answers import AnswerReadWarning
+    from ares_rerank.search import PolicyStepGenerator, beam_search
+    from helpers import HashBackbone
+
+    reranker = AresReranker(HashBackbone(), selection="weighted", show_progress_bar=False)
+    with pytest.warns(AnswerReadWarning, match=r"answer_fn 'standard' read no final answer from 6 of 8 candidates"):
+        reranker.rank("I have A", _candidates([None, None, None, "42"]))
+        reranker.rank("I have A", _candidates([None, None, None, "7"]))  # the 8th candidate: judged now
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AnswerReadWarning)  # once per reranker
+        reranker.rank("I have A", _candidates([None, None]))
+        fitting = AresReranker(HashBackbone(), selection="majority", show_progress_bar=False)
+        for _ in range(3):
+            fitting.rank("I have A", _candidates(["7", "7", "8", None]))
+    assert (fitting.answers.seen, fitting.answers.read) == (12, 9)
+
+    def policy(prompt, steps, rng):  # two steps, and no answer stated
+        return None if len(steps) == 2 else f"So I derive B{rng.randint(0, 9)}, and it is blue."
+
+    with pytest.warns(AnswerReadWarning, match="read no final answer"):
+        beam_search(PolicyStepGenerator(policy), ["I have A"], AresReranker(
+            HashBackbone(), selection="majority", show_progress_bar=False), 8, beam_width=2)

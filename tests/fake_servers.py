@@ -152,3 +152,32 @@ def scripted(*replies: Reply) -> Callable[[str, str, Any], Reply]:
         return replies[i]
 
     return respond
+
+
+def vllm_prompt_logprobs(model: Any, name: str = "prm", max_model_len: int = 2048,
+                         calls: list | None = None) -> Callable[[str, str, Any], Reply]:
+    """vLLM's ``/v1/completions`` with ``prompt_logprobs=0`` on a loaded causal LM (full-vocabulary log-softmax):
+    ``choices[i].prompt_logprobs`` is ``null`` for the first token, then per position an object keyed by the token
+    id (a string); ``/v1/models`` lists ``name`` with ``max_model_len``. ``calls`` records each request's prompt
+    count. (torch is imported when a request comes: this module stays stdlib for the other tests.)"""
+
+    def respond(method, path, payload):
+        import torch
+
+        if path == "/v1/models":
+            return Reply({"object": "list", "data": [{"id": name, "object": "model", "max_model_len": max_model_len}]})
+        if path != "/v1/completions" or payload.get("prompt_logprobs") != 0 or payload.get("max_tokens") != 1:
+            return Reply({"error": {"message": f"bad request to {path}", "code": 400}}, status=400)
+        if calls is not None:
+            calls.append(len(payload["prompt"]))
+        choices = []
+        for i, ids in enumerate(payload["prompt"]):
+            with torch.inference_mode():
+                logp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].float(), dim=-1)
+            rows = [None] + [{str(t): {"logprob": logp[k - 1, t].item(), "rank": 1, "decoded_token": "x"}}
+                             for k, t in enumerate(ids) if k > 0]
+            choices.append({"index": i, "text": "x", "logprobs": None, "finish_reason": "length",
+                            "prompt_logprobs": rows})
+        return Reply({"id": "cmpl-1", "object": "text_completion", "model": name, "choices": choices[::-1]})
+
+    return respond

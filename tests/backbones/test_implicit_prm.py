@@ -220,3 +220,40 @@ def test_bad_options_name_the_parameter(mirror):
     prm = ImplicitPRM(model, tokenizer, ref, read_offset=40)
     with pytest.raises(ValueError, match="read_offset=40"):
         prm.encode_chain(BASE, STEPS)
+
+
+# -- served: the PRM and the reference on two vLLM /v1/completions servers --------------------------------------------
+@torch.inference_mode()
+def test_served_eurus_on_two_servers_matches_the_card(mirror):
+    from fake_servers import FakeServer, vllm_prompt_logprobs
+
+    prm_calls, ref_calls = [], []
+    with FakeServer(vllm_prompt_logprobs(mirror["model"], "eurus", 4096, prm_calls)) as prm_server, \
+            FakeServer(vllm_prompt_logprobs(mirror["ref_model"], "qwen-math", 2048, ref_calls)) as ref_server:
+        served = load_backbone(prm_server.url, kind="vllm-completions", family="prm-eurus", ref_url=ref_server.url,
+                               tokenizer=mirror["prm"], beta=BETA, max_retries=0)
+        assert type(served).__name__ == "ServedEurusPRM"
+        (whole,) = score_chains([Chain(BASE, STEPS)], served, method="prm-chain")
+        premises, hypotheses, num_base, wanted = [], [], [], []
+        for base_idx, step_idx, judged in SUBSETS[:3]:
+            base, earlier = [BASE[i] for i in base_idx], [STEPS[i] for i in step_idx]
+            premises.append(base + earlier)
+            hypotheses.append(STEPS[judged])
+            num_base.append(len(base))
+            wanted.append(sigmoid(mirror["card"](question(base), earlier + [STEPS[judged]])[1][-1]))
+        got = served.entailment_probs(premises, hypotheses, num_base=num_base)
+    ids, expected = mirror["card"](question(BASE), STEPS)
+    assert whole.step_scores == pytest.approx([sigmoid(r) for r in expected], abs=1e-5)
+    assert got == pytest.approx(wanted, abs=1e-5)
+    prm_bodies = [b for _, p, b in prm_server.requests if p == "/v1/completions"]
+    ref_bodies = [b for _, p, b in ref_server.requests if p == "/v1/completions"]
+    (sent,) = prm_bodies[0]["prompt"]  # the whole chain: the card's ids up to the last step's read, to both models
+    assert sent == ids[: len(sent)] and ref_bodies[0]["prompt"] == [sent] and len(sent) >= len(ids) - 3
+    assert prm_calls == ref_calls  # one request per batch on each server, the same prompts
+    assert (served.served_model, served.ref_served_model) == ("eurus", "qwen-math")
+    assert served.max_length <= 2048  # the smaller window of the two servers
+
+
+def test_a_served_implicit_prm_needs_the_reference_server(mirror):
+    with pytest.raises(ValueError, match=r"ref_url=None.*reference LM's server"):
+        load_backbone("http://127.0.0.1:9", kind="vllm-completions", family="prm-eurus", tokenizer=mirror["prm"])

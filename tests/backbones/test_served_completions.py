@@ -10,7 +10,7 @@ import torch
 
 from ares_rerank import AresConfig, Chain, load_backbone, score_chains
 from ares_rerank.backbones.served import ServerResponseError
-from fake_servers import FakeServer, Reply
+from fake_servers import FakeServer, Reply, vllm_prompt_logprobs
 from prm_mirrors import math_shepherd_mirror, rlhflow_mirror, versaprm_mirror
 
 
@@ -19,28 +19,10 @@ STEPS = ["Step 1: 16 - 3 = 13 eggs left.", "Step 2: 13 - 4 = 9.", "The answer is
 
 
 def completions_server(path, calls):
-    """vLLM's /v1/completions with prompt_logprobs=0 on the mirror's causal LM (full-vocabulary log-softmax)."""
+    """vLLM's /v1/completions with prompt_logprobs=0 on the mirror's causal LM (tests/fake_servers.py)."""
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-
-    def respond(method, path, payload):
-        if path == "/v1/models":
-            return Reply({"object": "list", "data": [{"id": "prm", "object": "model", "max_model_len": 2048}]})
-        if path != "/v1/completions" or payload.get("prompt_logprobs") != 0 or payload.get("max_tokens") != 1:
-            return Reply({"error": {"message": f"bad request to {path}", "code": 400}}, status=400)
-        calls.append(len(payload["prompt"]))
-        choices = []
-        for i, ids in enumerate(payload["prompt"]):
-            with torch.inference_mode():
-                logp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].float(), dim=-1)
-            rows = [None] + [{str(t): {"logprob": logp[k - 1, t].item(), "rank": 1, "decoded_token": "x"}}
-                             for k, t in enumerate(ids) if k > 0]
-            choices.append({"index": i, "text": "x", "logprobs": None, "finish_reason": "length",
-                            "prompt_logprobs": rows})
-        return Reply({"id": "cmpl-1", "object": "text_completion", "model": "prm", "choices": choices[::-1]})
-
-    return respond
+    return vllm_prompt_logprobs(AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval(), calls=calls)
 
 
 @pytest.mark.parametrize(("family", "mirror"), [("prm-math-shepherd", math_shepherd_mirror),

@@ -139,7 +139,8 @@ class ImplicitPRM(PRMBackbone):
                  read_offset: int = -2, **kwargs: Any) -> None:
         import math
 
-        if ref_model is None or isinstance(ref_model, (str, Path)):
+        served = model is None  # a served forward pass (vllm_completions.ServedLogRatio) reads the two servers
+        if not served and (ref_model is None or isinstance(ref_model, (str, Path))):
             given = "no ref_model" if ref_model is None else f"ref_model={str(ref_model)!r}"
             raise TypeError(f"{type(self).__name__} got {given}: pass the loaded reference causal LM, or load with "
                             f"{type(self).__name__}.from_pretrained(prm, ref_model='hub id or folder') / "
@@ -160,19 +161,23 @@ class ImplicitPRM(PRMBackbone):
         if not getattr(tokenizer, "chat_template", None):
             raise ValueError(f"{type(self).__name__} renders with the tokenizer's chat template, and "
                              f"{type(tokenizer).__name__} has none: load the PRM's own tokenizer.")
-        prm_vocab = _vocabulary(model, "model")
-        ref_vocab = _vocabulary(ref_model, "ref_model")
-        if prm_vocab != ref_vocab:
-            raise ValueError(f"the PRM's vocabulary has {prm_vocab} entries and ref_model's {ref_vocab}: both models "
-                             "read the PRM tokenizer's ids, so the reference must share its vocabulary (EurusPRM's: "
-                             "Qwen/Qwen2.5-Math-7B-Instruct).")
-        self.prm_model, self.ref_model = model, ref_model
-        self.prm_head, self.ref_head = model.get_output_embeddings(), ref_model.get_output_embeddings()
-        super().__init__(decoder_hidden_states(model), tokenizer, **kwargs)
-        shared = {key: kwargs[key] for key in ("batch_size", "prefix_cache", "prefix_store_mb") if key in kwargs}
-        #: The reference model's forward path (its own shared heads, prefix store and token counts).
-        self.reference = HFBackbone(decoder_hidden_states(ref_model), tokenizer, **shared)
-        self.max_length = min(self.max_length, self.reference.max_length)
+        if served:
+            super().__init__(None, tokenizer, **kwargs)
+            self.reference: HFBackbone | None = None
+        else:
+            prm_vocab = _vocabulary(model, "model")
+            ref_vocab = _vocabulary(ref_model, "ref_model")
+            if prm_vocab != ref_vocab:
+                raise ValueError(f"the PRM's vocabulary has {prm_vocab} entries and ref_model's {ref_vocab}: both "
+                                 "models read the PRM tokenizer's ids, so the reference must share its vocabulary "
+                                 "(EurusPRM's: Qwen/Qwen2.5-Math-7B-Instruct).")
+            self.prm_model, self.ref_model = model, ref_model
+            self.prm_head, self.ref_head = model.get_output_embeddings(), ref_model.get_output_embeddings()
+            super().__init__(decoder_hidden_states(model), tokenizer, **kwargs)
+            shared = {key: kwargs[key] for key in ("batch_size", "prefix_cache", "prefix_store_mb") if key in kwargs}
+            #: The reference model's forward path (its own shared heads, prefix store and token counts).
+            self.reference = HFBackbone(decoder_hidden_states(ref_model), tokenizer, **shared)
+            self.max_length = min(self.max_length, self.reference.max_length)
         self.beta = float(beta)
         self.reward = reward
         self.step_separator = step_separator
@@ -207,12 +212,14 @@ class ImplicitPRM(PRMBackbone):
     def clear_caches(self) -> None:
         """Forget every score and every stored prefix, the reference model's included."""
         super().clear_caches()
-        self.reference.clear_caches()
+        if self.reference is not None:
+            self.reference.clear_caches()
 
     def reset_stats(self) -> None:
         """Zero the counters, the reference model's included (its token counts are ``.reference.token_stats``)."""
         super().reset_stats()
-        self.reference.reset_stats()
+        if self.reference is not None:
+            self.reference.reset_stats()
 
     # -- rendering ------------------------------------------------------------------------------------------------
     def conversation(self, question: str, answer: str) -> str:
@@ -268,8 +275,7 @@ class ImplicitPRM(PRMBackbone):
 
     def tag_rewards(self, items: Sequence[dict[str, Any]]) -> list[list[float]]:
         """Per item, the raw rewards (no sigmoid) at its wanted steps: every step's (``"all_tags"``) or the last's."""
-        prm = _token_logprobs(self, self.prm_head, items)
-        ref = _token_logprobs(self.reference, self.ref_head, items)
+        prm, ref = self.token_logprobs(items)
         out = []
         for item, lp_prm, lp_ref in zip(items, prm, ref):
             ratio = (lp_prm - lp_ref) * self.beta  # positions start .. last tag, in the PRM's float32
@@ -280,6 +286,12 @@ class ImplicitPRM(PRMBackbone):
                 q = [b - a for a, b in zip([0.0] + q[:-1], q)]
             out.append(q if item.get("all_tags") else q[-1:])
         return out
+
+    def token_logprobs(self, items: Sequence[dict[str, Any]]) -> tuple[list[Any], list[Any]]:
+        """Per item, ``log p(ids[t] | ids[:t])`` for ``t = start .. last tag`` (1-d tensors) under the PRM and under
+        the reference, each model in one batch (a served implicit PRM asks its two servers instead)."""
+        return (_token_logprobs(self, self.prm_head, items),
+                _token_logprobs(self.reference, self.ref_head, items))  # type: ignore[arg-type]
 
     def tag_probs(self, items: Sequence[dict[str, Any]]) -> list[list[float]]:
         """``sigmoid`` of :meth:`tag_rewards`."""

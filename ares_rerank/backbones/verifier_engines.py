@@ -80,7 +80,9 @@ __all__ = [
     "LogprobQuery",
     "Sampling",
     "ServedEngine",
+    "cache_layers",
     "cut_at_stop",
+    "join_rows",
     "load_engine",
     "softmax_pair",
 ]
@@ -175,26 +177,32 @@ def cut_at_stop(text: str, stop: Sequence[str], include: bool) -> tuple[str, boo
     return (text[: i + len(s)] if include else text[:i]), True
 
 
-def join_left_padded(caches: Sequence[Any], pads: Sequence[int], config: Any) -> Any:
-    """One ``DynamicCache`` of the rows of ``caches`` (in order), each left-padded with ``pads[i]`` zero positions
-    (masked by the caller's attention mask); ``None`` when a cache is not made of plain dynamic layers."""
-    import torch
-    from transformers import DynamicCache
-
+def cache_layers(cache: Any) -> list[tuple[Any, Any]] | None:
+    """``(keys, values)`` per layer of a ``DynamicCache`` made of plain dynamic layers (``(rows, kv heads, length,
+    head dim)`` each); ``None`` for any other layout (sliding windows, hybrid or quantized caches)."""
     try:
         from transformers.cache_utils import DynamicLayer
     except ImportError:  # another cache layout: the caller runs the rows whole
         return None
-    layers = [getattr(c, "layers", None) for c in caches]
-    if any(not ls or any(type(layer) is not DynamicLayer for layer in ls) for ls in layers):
+    layers = getattr(cache, "layers", None)
+    if not layers or any(type(layer) is not DynamicLayer for layer in layers):
         return None
+    return [(layer.keys, layer.values) for layer in layers]
+
+
+def join_rows(states: Sequence[list[tuple[Any, Any]]], repeats: Sequence[int], pads: Sequence[int], config: Any) -> Any:
+    """One ``DynamicCache`` holding ``repeats[i]`` copies of the one-row ``states[i]`` (:func:`cache_layers`), in
+    order, each left-padded with ``pads[i]`` zero positions (masked by the caller's attention mask). New tensors:
+    the states given are never changed, so a stored prompt's can be joined again."""
+    import torch
+    from transformers import DynamicCache
+
     joined = DynamicCache(config=config)
-    for index in range(len(layers[0])):
-        keys, values = [], []
-        for ls, pad in zip(layers, pads):
-            k, v = ls[index].keys, ls[index].values  # (rows, kv heads, length, head dim)
-            keys.append(torch.nn.functional.pad(k, (0, 0, pad, 0)))
-            values.append(torch.nn.functional.pad(v, (0, 0, pad, 0)))
+    for index in range(len(states[0])):
+        keys = [torch.nn.functional.pad(layers[index][0], (0, 0, pad, 0)).expand(n, -1, -1, -1)
+                for layers, n, pad in zip(states, repeats, pads)]
+        values = [torch.nn.functional.pad(layers[index][1], (0, 0, pad, 0)).expand(n, -1, -1, -1)
+                  for layers, n, pad in zip(states, repeats, pads)]
         joined.update(torch.cat(keys), torch.cat(values), index)
     return joined
 
@@ -214,15 +222,20 @@ class LocalEngine:
             and config, :func:`~ares_rerank.backbones.tokenization.model_window`).
         generate_rows: Rows (samples, over the prompts of one :meth:`generate_many`) per ``generate`` call: bounds
             the KV cache one call holds.
+        prompt_store_tokens: Prompt positions whose KV states are kept (one row each, least recently used dropped
+            first), so the verdict reads of a prompt's samples do not run it again (:meth:`prompt_states`).
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, seed: int = 0, batch_size: int = 8,
-                 max_model_len: int | None = None, generate_rows: int = 64) -> None:
+                 max_model_len: int | None = None, generate_rows: int = 64, prompt_store_tokens: int = 8192) -> None:
         if not is_int(seed) or seed < 0:
             raise ValueError(f"seed={seed!r} must be a whole number >= 0.")
         check_positive_int(batch_size, "batch_size", 8)
         check_positive_int(generate_rows, "generate_rows", 64)
-        self.generate_rows = generate_rows
+        check_positive_int(prompt_store_tokens, "prompt_store_tokens", 8192)
+        self.generate_rows, self.prompt_store_tokens = generate_rows, prompt_store_tokens
+        self.prompts: OrderedDict[tuple[int, ...], list[tuple[Any, Any]]] = OrderedDict()
+        self.stored_tokens = 0
         self.max_model_len = model_window(model, tokenizer, max_model_len)
         self.model, self.tokenizer = model, tokenizer
         self.cache_argument = causal_cache_argument(model)  # None: no shared prompt states (every row run whole)
@@ -324,17 +337,50 @@ class LocalEngine:
             at += n
         if self.cache_argument is None or min(len(p) for p in prompts) < 2:
             return ids, mask, None
-        caches = []
-        for prompt, n in zip(prompts, counts):
-            head = torch.tensor([prompt[:-1]], device=self.device)
-            ran = head_states(self.model, {"input_ids": head, "attention_mask": torch.ones_like(head)},
-                              self.cache_argument, n, logits=False)
-            if ran is None:
+        states = [self.prompt_states(prompt[:-1]) for prompt in prompts]
+        if any(state is None for state in states):  # a cache layout that cannot be joined or stored
+            if len(prompts) > 1:
                 return ids, mask, None
-            caches.append(ran[1])
-        if len(caches) == 1 and len(prompts[0]) == width:
-            return ids, mask, caches[0]
-        return ids, mask, join_left_padded(caches, [width - 1 - (len(p) - 1) for p in prompts], self.model.config)
+            head = torch.tensor([prompts[0][:-1]], device=self.device)
+            ran = head_states(self.model, {"input_ids": head, "attention_mask": torch.ones_like(head)},
+                              self.cache_argument, counts[0], logits=False)
+            return ids, mask, None if ran is None else ran[1]
+        return ids, mask, join_rows(states, counts, [width - len(p) for p in prompts], self.model.config)
+
+    def prompt_states(self, ids: Sequence[int]) -> list[tuple[Any, Any]] | None:
+        """The one-row KV states after the token ids ``ids`` (:func:`cache_layers`), from the store of recent
+        prompts or one pass (then stored, the least recently used dropped past ``prompt_store_tokens``): a prompt
+        whose samples were just generated is not run again when their verdicts are read. ``None`` for a cache
+        layout that cannot be stored."""
+        import torch
+
+        key = tuple(int(t) for t in ids)
+        if key in self.prompts:
+            self.prompts.move_to_end(key)
+            return self.prompts[key]
+        head = torch.tensor([list(key)], device=self.device)
+        ran = head_states(self.model, {"input_ids": head, "attention_mask": torch.ones_like(head)},
+                          self.cache_argument, 1, logits=False)
+        states = None if ran is None else cache_layers(ran[1])
+        if states is not None and len(key) <= self.prompt_store_tokens:
+            self.prompts[key] = states
+            self.stored_tokens += len(key)
+            while self.stored_tokens > self.prompt_store_tokens:
+                dropped, _ = self.prompts.popitem(last=False)
+                self.stored_tokens -= len(dropped)
+        return states
+
+    def stored_head(self, contexts: Sequence[Sequence[int]], shared: int) -> tuple[int, Any]:
+        """The longest stored prompt that starts every one of ``contexts`` within their ``shared`` head: ``(its
+        length, its states)``, or ``(0, None)``."""
+        first = contexts[0]
+        best: tuple[int, Any] = (0, None)
+        for key, states in self.prompts.items():
+            if best[0] < len(key) <= shared and tuple(first[: len(key)]) == key:
+                best = (len(key), states)
+        if best[1] is not None:
+            self.prompts.move_to_end(tuple(first[: best[0]]))
+        return best
 
     def logprobs(self, queries: Sequence[LogprobQuery], top: int = 20) -> list[LogprobAnswer]:
         """Each query's token log-probability after its context (log-softmax of the logits) and the top ``top``.
@@ -362,12 +408,17 @@ class LocalEngine:
                 ids[row, : len(contexts[i])] = torch.tensor(contexts[i])
                 mask[row, : len(contexts[i])] = 1
             with torch.inference_mode():
-                ran = head_states(self.model, {"input_ids": ids[:1, :head], "attention_mask": mask[:1, :head]},
-                                  self.cache_argument, len(batch), logits=False) if head else None
-                if ran is None:
+                stored, states = self.stored_head([contexts[i] for i in batch], head) if head else (0, None)
+                if states is not None:  # a prompt just sampled from: its states, the rest of the head run per row
+                    head, cache = stored, join_rows([states], [len(batch)], [0], self.model.config)
+                else:
+                    ran = head_states(self.model, {"input_ids": ids[:1, :head], "attention_mask": mask[:1, :head]},
+                                      self.cache_argument, len(batch), logits=False) if head else None
+                    cache = None if ran is None else ran[1]
+                if cache is None:
                     head, rest = 0, {"input_ids": ids, "attention_mask": mask}
                 else:  # the suffixes on the head's cache; positions continue after it
-                    rest = {"input_ids": ids[:, head:], "attention_mask": mask, self.cache_argument: ran[1]}
+                    rest = {"input_ids": ids[:, head:], "attention_mask": mask, self.cache_argument: cache}
                     if self.position_ids:
                         rest["position_ids"] = torch.arange(head, width, device=self.device).expand(len(batch), -1)
                 at = [len(contexts[i]) - head - 1 for i in batch]  # where each row's next token is read

@@ -153,3 +153,29 @@ def test_a_one_stage_verifier_samples_all_its_inputs_in_one_call_and_counts_it(m
     # every call counted once, on the first pair (the module's rule): the generate call and the read batches
     assert sum(out.requests) == out.requests[0] == engine.calls >= 2
     assert all(0 < t <= n * 4 for t, n in zip(out.generated_tokens, [2, 3, 1]))
+
+
+def test_reads_after_sampling_reuse_the_prompts_states_and_the_store_is_bounded(model_and_tokenizer):
+    model, tok = model_and_tokenizer
+    engine = LocalEngine(model, tok, seed=0, batch_size=8)
+    generations = engine.generate(PROMPT, 3, Sampling(temperature=1.0, max_tokens=4))
+    ids = engine.encode(PROMPT)
+    queries = [LogprobQuery(ids + g.token_ids + engine.encode(" Verdict:"), 10) for g in generations]
+    counter = PositionCounter(model)
+    try:
+        answers = engine.logprobs(queries, top=3)
+    finally:
+        counter.close()
+    # the stored prompt (all but its last token) is not run again: only each row's own tokens after it
+    assert counter.positions <= 3 * max(len(q.context) - (len(ids) - 1) for q in queries)
+    with torch.inference_mode():
+        for query, answer in zip(queries, answers):
+            logp = torch.log_softmax(model(input_ids=torch.tensor([query.context])).logits[0, -1], dim=-1)
+            assert answer.logprob == pytest.approx(float(logp[query.token]), abs=1e-5)
+    lengths = [len(engine.encode(text)) - 1 for text in (PROMPT, OTHER)]
+    small = LocalEngine(model, tok, seed=0, prompt_store_tokens=max(lengths) + 1)  # one of the two at a time
+    assert sum(lengths) > small.prompt_store_tokens
+    small.generate(PROMPT, 1, Sampling(temperature=0.0, max_tokens=2))
+    small.generate(OTHER, 1, Sampling(temperature=0.0, max_tokens=2))
+    assert list(small.prompts) == [tuple(small.encode(OTHER)[:-1])]  # the older prompt dropped to fit
+    assert small.stored_tokens == len(small.encode(OTHER)) - 1 <= small.prompt_store_tokens

@@ -14,7 +14,9 @@ each of ``--lengths``, a second generated wording not in the 50 chains (L = 10),
 with ``--recipes``, the held-out recipe graphs. Prints per-seed rows and mean +- spread (max - min over seeds) per
 set, with the adapt wall times and the load average; writes ``results.json`` after every measurement. Run again
 into the same ``--out`` with the same settings, it continues a stopped run (heads adapted and sets measured are
-reused), so a loaded machine can take it in bounded parts.
+reused), so a loaded machine can take it in bounded parts. ``--configs`` adds columns that change one default each
+(:data:`CONFIGS`: replay share, averaging weight, steps, guard chains, check chains), e.g.
+``--configs after,replay-0.7,weight-0.5,steps-120``.
 """
 
 from __future__ import annotations
@@ -31,10 +33,21 @@ from typing import Any, Sequence
 from ares_rerank.utils.io import write_atomic
 
 
-__all__ = ["CONFIGS", "main", "measure_set", "summary_table"]
+__all__ = ["CONFIGS", "DEFAULT_CONFIGS", "main", "measure_set", "summary_table"]
 
-# The adapt keywords of each column; "after" is the command's defaults.
-CONFIGS: dict[str, dict[str, Any]] = {"before": {"guard_chains": 0, "check_chains": 0}, "after": {}}
+# The adapt keywords of each column; "after" is the command's defaults. The others change one default each (the
+# issue's "measure what helps"): more replay, a lower averaging weight, twice the steps, twice the guard's chains, a
+# check read on twice the chains; run them with --configs (not run by default).
+CONFIGS: dict[str, dict[str, Any]] = {
+    "before": {"guard_chains": 0, "check_chains": 0},
+    "after": {},
+    "replay-0.7": {"replay_share": 0.7},
+    "weight-0.5": {"adapted_weight": 0.5},
+    "steps-120": {"max_steps": 120},
+    "guard-80": {"guard_chains": 80},
+    "check-48": {"check_chains": 48},
+}
+DEFAULT_CONFIGS = ("before", "after")
 TRAIN_LENGTHS = (5, 6, 8, 10, 12, 16)
 FIRST_INDEX = 20_000
 
@@ -93,7 +106,8 @@ def _earlier(out: Path, record: dict[str, Any]) -> dict[str, Any]:
 
 def summary_table(results: dict[str, Any]) -> str:
     """Mean +- spread (max - min) over seeds of every set and head: CV macro-F1, and at 0.5 in brackets."""
-    heads = ("shipped", *CONFIGS)
+    ran = {label for seed in results.values() for got in seed.get("sets", {}).values() for label in got}
+    heads = ("shipped", *(label for label in CONFIGS if label in ran))
     lines = ["| set | " + " | ".join(f"{h} head" if h == "shipped" else f"adapted, {h}" for h in heads) + " |",
              "| --- |" + " --- |" * len(heads)]
     names = list(dict.fromkeys(name for seed in results.values() for name in seed.get("sets", {})))
@@ -123,9 +137,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max_steps", type=int, default=None, help="adapt --max_steps for both (default: its own).")
     parser.add_argument("--data_dir", default=None, help="adapt --data_dir (the folder holding recipe_graphs/).")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = default).")
-    parser.add_argument("--configs", default=",".join(CONFIGS),
-                        help=f"Comma-separated columns to adapt, from {list(CONFIGS)} (a later run into the same "
-                             "--out adds the others).")
+    parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
+                        help=f"Comma-separated columns to adapt, from {list(CONFIGS)} (default: before,after; a "
+                             "later run into the same --out adds the others).")
     args = parser.parse_args(argv)
     configs = [c for c in args.configs.split(",") if c]
     if not configs or any(c not in CONFIGS for c in configs):
@@ -171,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 start, load = time.time(), os.getloadavg()[0]
                 adapted = adapt_head("default", chains_file, folder, overwrite_output_dir=True,
                                      torch_threads=args.threads, seed=seed, data_dir=args.data_dir, progress=False,
-                                     **config, **extra)
+                                     **{**extra, **config})  # a column's own steps win over --max_steps
                 entry["adapt"][label] = {"wall_seconds": round(time.time() - start, 1), "load_average_at_start": load,
                                          "load_average_at_end": os.getloadavg()[0],
                                          "forgetting_check": adapted.report.get("forgetting_check")}
@@ -184,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 write_atomic(out / "results.json", json.dumps(record, indent=2) + "\n")
     table = summary_table(record["seeds"])
     walls = {label: [s["adapt"][label]["wall_seconds"] for s in record["seeds"].values() if label in s["adapt"]]
-             for label in CONFIGS}
+             for label in CONFIGS if any(label in s["adapt"] for s in record["seeds"].values())}
     note = (f"\n\n{len(record['seeds'])} seed(s), {args.n} chains per set; adapt wall seconds "
             + "; ".join(f"{k}: {v}" for k, v in walls.items()) + f"; load average now {os.getloadavg()[0]:.1f} on "
             f"{os.cpu_count()} cores. CV macro-F1 mean ± spread (max - min), at the threshold 0.5 in brackets.")

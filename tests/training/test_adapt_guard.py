@@ -220,3 +220,18 @@ def test_the_forgetting_measurement_summarises_mean_and_spread_over_seeds():
     assert table[0] == "| set | shipped head | adapted, before | adapted, after |"
     assert table[2] == ("| other wording, L = 10 | 0.900 ± 0.000 (0.800 ± 0.000) | 0.820 ± 0.040 (0.700 ± 0.000) "
                         "| 0.900 ± 0.000 (0.800 ± 0.200) |")
+
+
+def test_the_forgetting_measurement_columns_are_adapt_options_and_the_table_shows_only_those_run():
+    import dataclasses
+
+    from ares_rerank.training.adapt import AdaptArguments
+    from training.measure_forgetting import CONFIGS, DEFAULT_CONFIGS, summary_table
+
+    fields = {f.name: f.default for f in dataclasses.fields(AdaptArguments)}
+    assert set(DEFAULT_CONFIGS) <= set(CONFIGS)
+    for label, options in CONFIGS.items():  # each column names real adapt options, changed from their defaults
+        assert all(key in fields and fields[key] != value for key, value in options.items()), label
+    seeds = {"0": {"sets": {"target wording, L = 7": {"shipped": {"cv": 0.8, "at_0.5": 0.5},
+                                                      "weight-0.5": {"cv": 0.9, "at_0.5": 0.85}}}}}
+    assert summary_table(seeds).splitlines()[0] == "| set | shipped head | adapted, weight-0.5 |"

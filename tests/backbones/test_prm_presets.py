@@ -39,6 +39,16 @@ from transformers import AutoModel, AutoModelForCausalLM, AutoModelForTokenClass
 from ares_rerank import Chain, load_backbone, score_chains
 from ares_rerank.backbones.loading import prm_family
 from ares_rerank.backbones.prms import PUREPRM, TRLPRM, ActPRM, MathPSAPRM, QwenPRM, ReasonFluxPRM, VersaPRM
+from prm_checks import (
+    ATOL,
+    BASE,
+    STEPS,
+    SUBSETS,
+    check_ares_first_step,
+    check_premise_subsets,
+    check_whole_chain,
+    question,
+)
 from prm_mirrors import (
     QWEN_INSTRUCT_TEMPLATE,
     QWEN_TEMPLATE,
@@ -51,15 +61,6 @@ from prm_mirrors import (
 from tiny_models import hub_cache_repo
 
 
-BASE = ["Janet's ducks lay 16 eggs per day.", "She eats three for breakfast every morning."]
-STEPS = ["Step 1: 16 - 3 = 13 eggs left.", "Step 2: 13 - 4 = 9.", "Step 3: 9 * 2 = 18.", "The answer is: 18"]
-# (included base claims, included earlier steps, judged step): how ARES masks a chain
-SUBSETS = [((0, 1), (0, 1, 2), 3), ((0,), (1,), 3), ((), (0, 2), 3), ((1,), (), 1), ((0, 1), (0,), 2)]
-ATOL = 1e-6
-
-
-def question(base: list[str]) -> str:
-    return "\n".join(base)  # the families' default question_separator
 
 
 # -- the published code, re-written -----------------------------------------------------------------------------------
@@ -222,37 +223,17 @@ def family(request, tmp_path_factory):
 
 @torch.inference_mode()
 def test_whole_chain_matches_the_published_code(family):
-    prm, reference = family
-    ids, expected = reference(question(BASE), STEPS)
-    assert prm.encode_chain(BASE, STEPS)["input_ids"] == ids
-    assert len(expected) == len(STEPS) and all(0.02 < p < 0.98 for p in expected)  # away from 0 and 1
-    (whole,) = score_chains([Chain(BASE, STEPS)], prm, method="prm-chain")
-    assert whole.step_scores == pytest.approx(expected, abs=ATOL)
-    assert whole.evaluations == 1  # one forward pass reads every step
+    check_whole_chain(*family)
 
 
 @torch.inference_mode()
 def test_premise_subsets_match_the_published_code_on_the_subset_chain(family):
-    prm, reference = family
-    premises, hypotheses, num_base, wanted = [], [], [], []
-    for base_idx, step_idx, judged in SUBSETS:
-        base, earlier = [BASE[i] for i in base_idx], [STEPS[i] for i in step_idx]
-        ids, scores = reference(question(base), earlier + [STEPS[judged]])
-        assert prm.encode_pair(base + earlier, STEPS[judged], num_base=len(base))["input_ids"] == ids
-        premises.append(base + earlier)
-        hypotheses.append(STEPS[judged])
-        num_base.append(len(base))
-        wanted.append(scores[-1])
-    got = prm.entailment_probs(premises, hypotheses, num_base=num_base)  # one batch, shared heads reused
-    assert got == pytest.approx(wanted, abs=ATOL)
+    check_premise_subsets(*family)
 
 
 @torch.inference_mode()
 def test_ares_on_a_preset_reads_the_subset_inputs(family):
-    prm, reference = family
-    (ares,) = score_chains([Chain(BASE, STEPS)], prm)
-    _, expected = reference(question(BASE), STEPS[:1])
-    assert ares.step_scores[0] == pytest.approx(expected[0], abs=ATOL)
+    check_ares_first_step(*family)
 
 
 def test_presets_are_picked_from_their_hub_ids(tmp_path, monkeypatch):

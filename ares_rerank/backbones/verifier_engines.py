@@ -320,11 +320,12 @@ class LocalEngine:
     def prompt_batch(self, prompts: Sequence[list[int]], counts: Sequence[int]) -> tuple[Any, Any, Any]:
         """``(input_ids, attention_mask, cache)`` of ``counts[i]`` rows per prompt, left-padded to the longest.
 
-        A causal decoder runs each prompt but its last token once (:func:`~ares_rerank.backbones.prefix.head_states`,
-        repeated to its rows); the caches are left-padded with masked zeros and joined along the rows, so each row's
-        keys keep the positions they were computed at and generate's positions (from the attention mask) continue
-        them. ``cache`` is ``None`` (every row run whole) for another model, a one-token prompt, or a cache whose
-        layers are not plain dynamic ones (sliding windows, hybrid models)."""
+        A causal decoder runs each prompt but its last token once, or not at all when its states are stored
+        (:meth:`prompt_states`); the states are repeated to the prompt's rows, left-padded with masked zeros and
+        joined along the rows (:func:`join_rows`), so each row's keys keep the positions they were computed at and
+        generate's positions (from the attention mask) continue them. ``cache`` is ``None`` (every row run whole)
+        for another model, a one-token prompt, or several prompts whose cache layers are not plain dynamic ones
+        (sliding windows, hybrid models; one such prompt gets its own cache repeated to its rows)."""
         import torch
 
         width = max(len(p) for p in prompts)

@@ -35,17 +35,26 @@ def check_whole_chain(prm: Any, reference: Reference) -> None:
     assert whole.evaluations == 1  # one forward pass reads every step
 
 
-def check_premise_subsets(prm: Any, reference: Reference) -> None:
-    """Each subset of SUBSETS: the ids of the chain made of it, and its judged step's score, all in one batch."""
-    premises, hypotheses, num_base, wanted = [], [], [], []
-    for base_idx, step_idx, judged in SUBSETS:
+def subset_pairs(reference: Reference, subsets: Any = SUBSETS) -> tuple[list, list, list, list, list]:
+    """ARES's inputs for ``subsets`` and what ``reference`` says of each: ``(premises, hypotheses, num_base, the
+    reference's ids, its judged step's score)``."""
+    premises, hypotheses, num_base, ids, wanted = [], [], [], [], []
+    for base_idx, step_idx, judged in subsets:
         base, earlier = [BASE[i] for i in base_idx], [STEPS[i] for i in step_idx]
-        ids, scores = reference(question(base), earlier + [STEPS[judged]])
-        assert prm.encode_pair(base + earlier, STEPS[judged], num_base=len(base))["input_ids"] == ids
+        got_ids, scores = reference(question(base), earlier + [STEPS[judged]])
         premises.append(base + earlier)
         hypotheses.append(STEPS[judged])
         num_base.append(len(base))
+        ids.append(got_ids)
         wanted.append(scores[-1])
+    return premises, hypotheses, num_base, ids, wanted
+
+
+def check_premise_subsets(prm: Any, reference: Reference) -> None:
+    """Each subset of SUBSETS: the ids of the chain made of it, and its judged step's score, all in one batch."""
+    premises, hypotheses, num_base, ids, wanted = subset_pairs(reference)
+    for p, h, n, want in zip(premises, hypotheses, num_base, ids):
+        assert prm.encode_pair(p, h, num_base=n)["input_ids"] == want
     got = prm.entailment_probs(premises, hypotheses, num_base=num_base)  # one batch, shared heads reused
     assert got == pytest.approx(wanted, abs=ATOL)
 

@@ -226,6 +226,7 @@ def test_bad_options_name_the_parameter(mirror):
 @torch.inference_mode()
 def test_served_eurus_on_two_servers_matches_the_card(mirror):
     from fake_servers import FakeServer, vllm_prompt_logprobs
+    from prm_checks import subset_pairs
 
     prm_calls, ref_calls = [], []
     with FakeServer(vllm_prompt_logprobs(mirror["model"], "eurus", 4096, prm_calls)) as prm_server, \
@@ -234,14 +235,9 @@ def test_served_eurus_on_two_servers_matches_the_card(mirror):
                                tokenizer=mirror["prm"], beta=BETA, max_retries=0)
         assert type(served).__name__ == "ServedEurusPRM"
         (whole,) = score_chains([Chain(BASE, STEPS)], served, method="prm-chain")
-        premises, hypotheses, num_base, wanted = [], [], [], []
-        for base_idx, step_idx, judged in SUBSETS[:3]:
-            base, earlier = [BASE[i] for i in base_idx], [STEPS[i] for i in step_idx]
-            premises.append(base + earlier)
-            hypotheses.append(STEPS[judged])
-            num_base.append(len(base))
-            wanted.append(sigmoid(mirror["card"](question(base), earlier + [STEPS[judged]])[1][-1]))
+        premises, hypotheses, num_base, _, rewards = subset_pairs(mirror["card"], SUBSETS[:3])
         got = served.entailment_probs(premises, hypotheses, num_base=num_base)
+        wanted = [sigmoid(r) for r in rewards]
     ids, expected = mirror["card"](question(BASE), STEPS)
     assert whole.step_scores == pytest.approx([sigmoid(r) for r in expected], abs=1e-5)
     assert got == pytest.approx(wanted, abs=1e-5)

@@ -48,6 +48,7 @@ from prm_checks import (
     check_premise_subsets,
     check_whole_chain,
     question,
+    subset_pairs,
 )
 from prm_mirrors import (
     QWEN_INSTRUCT_TEMPLATE,
@@ -440,13 +441,7 @@ def test_token_classifier_presets_served_over_pooling_match_the_published_code(t
         prm = load_backbone(server.url, kind="vllm-pooling", family=f"prm-{name}", tokenizer=path, max_retries=0)
         assert type(prm).__name__ == {"reasonflux": "ServedReasonFluxPRM", "pure": "ServedPUREPRM"}[name]
         (whole,) = score_chains([Chain(BASE, STEPS)], prm, method="prm-chain")
-        premises, hypotheses, num_base, wanted = [], [], [], []
-        for base_idx, step_idx, judged in SUBSETS[:3]:
-            base, earlier = [BASE[i] for i in base_idx], [STEPS[i] for i in step_idx]
-            premises.append(base + earlier)
-            hypotheses.append(STEPS[judged])
-            num_base.append(len(base))
-            wanted.append(reference(question(base), earlier + [STEPS[judged]])[1][-1])
+        premises, hypotheses, num_base, _, wanted = subset_pairs(reference, SUBSETS[:3])
         got = prm.entailment_probs(premises, hypotheses, num_base=num_base)
     ids, expected = reference(question(BASE), STEPS)
     sent = [body for _, p, body in server.requests if p == "/pooling"]

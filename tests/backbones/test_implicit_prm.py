@@ -251,5 +251,7 @@ def test_served_eurus_on_two_servers_matches_the_card(mirror):
 
 
 def test_a_served_implicit_prm_needs_the_reference_server(mirror):
+    with pytest.raises(TypeError, match=r"model=None: pass the loaded PRM.*kind='vllm-completions'"):
+        ImplicitPRM(None, mirror["tokenizer"])
     with pytest.raises(ValueError, match=r"ref_url=None.*reference LM's server"):
         load_backbone("http://127.0.0.1:9", kind="vllm-completions", family="prm-eurus", tokenizer=mirror["prm"])

@@ -140,6 +140,10 @@ class ImplicitPRM(PRMBackbone):
         import math
 
         served = model is None  # a served forward pass (vllm_completions.ServedLogRatio) reads the two servers
+        if served and type(self).token_logprobs is ImplicitPRM.token_logprobs:
+            raise TypeError(f"{type(self).__name__} got model=None: pass the loaded PRM causal LM, or serve it with "
+                            "load_backbone(prm_url, kind='vllm-completions', family='prm-implicit', ref_url=..., "
+                            "tokenizer=...).")
         if not served and (ref_model is None or isinstance(ref_model, (str, Path))):
             given = "no ref_model" if ref_model is None else f"ref_model={str(ref_model)!r}"
             raise TypeError(f"{type(self).__name__} got {given}: pass the loaded reference causal LM, or load with "

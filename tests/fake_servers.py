@@ -181,3 +181,36 @@ def vllm_prompt_logprobs(model: Any, name: str = "prm", max_model_len: int = 204
         return Reply({"id": "cmpl-1", "object": "text_completion", "model": name, "choices": choices[::-1]})
 
     return respond
+
+
+def vllm_pooling(model: Any, row_token: int | None = None, layout: str = "token", output: str = "probs",
+                 name: str = "prm", max_model_len: int = 4096,
+                 calls: list | None = None) -> Callable[[str, str, Any], Reply]:
+    """vLLM's ``/pooling`` (``task: "token_classify"``) on a loaded token classifier: per input, its rows (softmaxed
+    with ``output="probs"``, raw logits with ``"logits"``), one per token or, with ``layout="tag"``, one per
+    ``row_token`` (STEP pooling with ``step_tag_id``), in the PoolingResponse envelope of
+    ``fixtures/vllm_pooling_per_token.json``, entries in reverse order (a client must sort them by index).
+    ``/v1/models`` lists ``name`` with ``max_model_len``; ``calls`` records each request's input count."""
+    envelope = load_fixture("vllm_pooling_per_token.json")["response"]
+
+    def respond(method, path, payload):
+        import torch
+
+        if path == "/v1/models":
+            return Reply({"object": "list", "data": [{"id": name, "object": "model", "max_model_len": max_model_len}]})
+        if path != "/pooling" or payload.get("task") != "token_classify":
+            return Reply({"error": {"message": f"bad request to {path}", "code": 400}}, status=400)
+        entries = []
+        for i, ids in enumerate(payload["input"]):
+            with torch.inference_mode():
+                logits = model(input_ids=torch.tensor([ids]))[0][0].float()  # (seq, labels): .logits or a tuple's
+            rows = (torch.softmax(logits, -1) if output == "probs" else logits).tolist()
+            if layout == "tag":
+                rows = [row for row, t in zip(rows, ids) if t == row_token]
+            entries.append({"index": i, "object": "pooling", "data": rows})
+        if calls is not None:
+            calls.append(len(entries))
+        usage = {**envelope["usage"], "prompt_tokens": sum(map(len, payload["input"]))}
+        return Reply({**envelope, "model": payload["model"], "data": entries[::-1], "usage": usage})
+
+    return respond

@@ -397,35 +397,11 @@ def test_window_relevant_is_the_default_and_bad_values_are_named(pure_parts):
 
 
 # -- served over vLLM's /pooling --------------------------------------------------------------------------------------
-def pooling_server(model, layout: str = "token", row_token: int | None = None):
-    """A fake vLLM ``/pooling`` (``token_classify``) on the mirror: softmaxed rows, one per token or per
-    ``row_token`` (STEP pooling with ``step_tag_id``), in vLLM's PoolingResponse shape."""
-    from fake_servers import Reply
-
-    def respond(method, path, payload):
-        if path == "/v1/models":
-            return Reply({"object": "list", "data": [{"id": "prm", "object": "model", "max_model_len": 4096}]})
-        if path != "/pooling" or payload.get("task") != "token_classify":
-            return Reply({"error": {"message": f"bad request to {path}", "code": 400}}, status=400)
-        data = []
-        for i, ids in enumerate(payload["input"]):
-            with torch.inference_mode():
-                logits = model(input_ids=torch.tensor([ids]))[0][0].float()  # (seq, 2), as the card reads it
-            rows = torch.softmax(logits, dim=-1).tolist()
-            if layout == "tag":
-                rows = [row for row, t in zip(rows, ids) if t == row_token]
-            data.append({"index": i, "object": "pooling", "data": rows})
-        return Reply({"id": "pool-1", "object": "list", "created": 0, "model": payload["model"], "data": data,
-                      "usage": {"prompt_tokens": sum(map(len, payload["input"])), "total_tokens": 0}})
-
-    return respond
-
-
 @pytest.mark.parametrize(("name", "layout"), [("reasonflux", "token"), ("reasonflux", "tag"), ("pure", "token"),
                                               ("pure", "tag")])
 @torch.inference_mode()
 def test_token_classifier_presets_served_over_pooling_match_the_published_code(tmp_path, name, layout):
-    from fake_servers import FakeServer
+    from fake_servers import FakeServer, vllm_pooling
 
     if name == "reasonflux":
         path, _, reference = _reasonflux(tmp_path)
@@ -437,7 +413,7 @@ def test_token_classifier_presets_served_over_pooling_match_the_published_code(t
         model = AutoModelForTokenClassification.from_pretrained(path, dtype=torch.float32).eval()
         tokenizer = AutoTokenizer.from_pretrained(path)
         row_token = tokenizer.encode("\n", add_special_tokens=False)[-1]
-    with FakeServer(pooling_server(model, layout, row_token)) as server:
+    with FakeServer(vllm_pooling(model, row_token, layout)) as server:
         prm = load_backbone(server.url, kind="vllm-pooling", family=f"prm-{name}", tokenizer=path, max_retries=0)
         assert type(prm).__name__ == {"reasonflux": "ServedReasonFluxPRM", "pure": "ServedPUREPRM"}[name]
         (whole,) = score_chains([Chain(BASE, STEPS)], prm, method="prm-chain")

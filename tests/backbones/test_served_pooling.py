@@ -12,43 +12,23 @@ from __future__ import annotations
 import math
 
 import pytest
-import torch
 
 from ares_rerank import AresConfig, score_chains
 from ares_rerank.backbones import StepTagPRM
 from ares_rerank.backbones.served import ServerError, ServerResponseError
 from ares_rerank.backbones.vllm_pooling import VLLMPoolingPRM
 from ares_rerank.data.claimtrees import load_claimtrees
-from fake_servers import FakeServer, Reply, load_fixture
+from fake_servers import FakeServer, Reply, load_fixture, vllm_pooling
 
 
 def pooling_server(model_path, layout="token", output="probs", calls=None):
-    """A fake vLLM ``/pooling`` server running the tiny token classifier; ``layout``: one row per token or per tag."""
+    """A fake vLLM ``/pooling`` server running the tiny token classifier (tests/fake_servers.py); ``layout``: one row
+    per token or per tag."""
     from transformers import AutoModelForTokenClassification, AutoTokenizer
 
     model = AutoModelForTokenClassification.from_pretrained(model_path).eval()
     tag_id = AutoTokenizer.from_pretrained(model_path).convert_tokens_to_ids("<extra_0>")
-    envelope = load_fixture("vllm_pooling_per_token.json")["response"]
-
-    def respond(method, path, payload):
-        if path == "/v1/models":
-            return Reply({"object": "list", "data": [{"id": "tiny-prm", "object": "model", "max_model_len": 256}]})
-        if path != "/pooling" or payload.get("task") != "token_classify":
-            return Reply({"error": {"message": f"bad request to {path}", "code": 400}}, status=400)
-        entries = []
-        for i, ids in enumerate(payload["input"]):
-            with torch.inference_mode():
-                logits = model(input_ids=torch.tensor([ids])).logits[0].float()  # (seq, 2)
-            rows = (torch.softmax(logits, -1) if output == "probs" else logits).tolist()
-            if layout == "tag":
-                rows = [row for row, t in zip(rows, ids) if t == tag_id]
-            entries.append({"index": i, "object": "pooling", "data": rows})
-        if calls is not None:
-            calls.append(len(entries))
-        usage = {**envelope["usage"], "prompt_tokens": sum(map(len, payload["input"]))}
-        return Reply({**envelope, "model": payload["model"], "data": entries[::-1], "usage": usage})  # any order
-
-    return respond
+    return vllm_pooling(model, tag_id, layout, output, name="tiny-prm", max_model_len=256, calls=calls)
 
 
 @pytest.fixture(scope="module")

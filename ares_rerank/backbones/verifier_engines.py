@@ -84,6 +84,7 @@ __all__ = [
     "cut_at_stop",
     "join_rows",
     "load_engine",
+    "plain_cache",
     "softmax_pair",
 ]
 
@@ -190,6 +191,18 @@ def cache_layers(cache: Any) -> list[tuple[Any, Any]] | None:
     return [(layer.keys, layer.values) for layer in layers]
 
 
+def plain_cache(model: Any) -> bool:
+    """Whether ``model``'s KV cache is made of plain dynamic layers (:func:`cache_layers`), read from its config
+    without a pass: the layout whose prompt states can be stored and joined."""
+    from transformers import DynamicCache
+
+    config = getattr(model, "config", None)
+    try:
+        return config is not None and cache_layers(DynamicCache(config=config)) is not None
+    except (TypeError, ValueError, AttributeError):  # a config DynamicCache cannot read: run the rows whole
+        return False
+
+
 def join_rows(states: Sequence[list[tuple[Any, Any]]], repeats: Sequence[int], pads: Sequence[int], config: Any) -> Any:
     """One ``DynamicCache`` holding ``repeats[i]`` copies of the one-row ``states[i]`` (:func:`cache_layers`), in
     order, each left-padded with ``pads[i]`` zero positions (masked by the caller's attention mask). New tensors:
@@ -239,6 +252,7 @@ class LocalEngine:
         self.max_model_len = model_window(model, tokenizer, max_model_len)
         self.model, self.tokenizer = model, tokenizer
         self.cache_argument = causal_cache_argument(model)  # None: no shared prompt states (every row run whole)
+        self.joinable = self.cache_argument is not None and plain_cache(model)  # prompts' states stored and joined
         params = forward_parameters(model)
         self.position_ids, self.keep_logits = "position_ids" in params, "logits_to_keep" in params
         self.seed, self.calls, self.draws, self.batch_size = int(seed), 0, 0, batch_size
@@ -338,21 +352,23 @@ class LocalEngine:
             at += n
         if self.cache_argument is None or min(len(p) for p in prompts) < 2:
             return ids, mask, None
-        states = [self.prompt_states(prompt[:-1]) for prompt in prompts]
-        if any(state is None for state in states):  # a cache layout that cannot be joined or stored
+        if not self.joinable:  # a cache layout that cannot be joined: one prompt's own cache, repeated to its rows
             if len(prompts) > 1:
                 return ids, mask, None
             head = torch.tensor([prompts[0][:-1]], device=self.device)
             ran = head_states(self.model, {"input_ids": head, "attention_mask": torch.ones_like(head)},
                               self.cache_argument, counts[0], logits=False)
             return ids, mask, None if ran is None else ran[1]
+        states = [self.prompt_states(prompt[:-1]) for prompt in prompts]
+        if any(state is None for state in states):  # the model filled no cache
+            return ids, mask, None
         return ids, mask, join_rows(states, counts, [width - len(p) for p in prompts], self.model.config)
 
     def prompt_states(self, ids: Sequence[int]) -> list[tuple[Any, Any]] | None:
         """The one-row KV states after the token ids ``ids`` (:func:`cache_layers`), from the store of recent
         prompts or one pass (then stored, the least recently used dropped past ``prompt_store_tokens``): a prompt
-        whose samples were just generated is not run again when their verdicts are read. ``None`` for a cache
-        layout that cannot be stored."""
+        whose samples were just generated is not run again when their verdicts are read. Called for a plain cache
+        layout only (``joinable``); ``None`` when the model filled no cache."""
         import torch
 
         key = tuple(int(t) for t in ids)

@@ -179,3 +179,29 @@ def test_reads_after_sampling_reuse_the_prompts_states_and_the_store_is_bounded(
     small.generate(OTHER, 1, Sampling(temperature=0.0, max_tokens=2))
     assert list(small.prompts) == [tuple(small.encode(OTHER)[:-1])]  # the older prompt dropped to fit
     assert small.stored_tokens == len(small.encode(OTHER)) - 1 <= small.prompt_store_tokens
+
+
+def test_a_sliding_window_cache_is_not_joined_and_its_prompt_runs_once_per_call():
+    from transformers import MistralConfig, MistralForCausalLM
+
+    from verifier_mirrors import qwen25_tokenizer
+
+    tok = qwen25_tokenizer()
+    torch.manual_seed(0)
+    model = MistralForCausalLM(MistralConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
+                                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                             sliding_window=512, max_position_embeddings=512)).eval()
+    engine = LocalEngine(model, tok, seed=0)
+    assert engine.cache_argument is not None and not engine.joinable  # read from the config, before any pass
+    ids = engine.encode(PROMPT)
+    counter = PositionCounter(model)
+    try:
+        got = engine.generate(PROMPT, 3, Sampling(temperature=0.0, max_tokens=4))
+    finally:
+        counter.close()
+    with torch.inference_mode():
+        whole = model.generate(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                               max_new_tokens=4, do_sample=False, pad_token_id=engine.pad_id)
+    assert all(g.token_ids == whole[0, len(ids):].tolist()[: len(g.token_ids)] for g in got)
+    assert counter.positions <= (len(ids) - 1) + 3 * 4  # its own cache, once, repeated to the three rows
+    assert not engine.prompts  # nothing stored

@@ -164,10 +164,10 @@ class ServedLogRatio(ServedCompletions):
         self.ref_served_model = ref_model
 
     def _resolve(self) -> None:
-        if not self._resolved:
-            super()._resolve()
+        if not self._resolved:  # the reference first: the PRM's marks both resolved, so a failure here is retried
             self.ref_served_model, self.max_length = served_model_and_window(
                 self.ref_client, self.ref_served_model, self.max_length, self._window_given)
+            super()._resolve()
 
     def token_logprobs(self, items: Sequence[dict[str, Any]]) -> tuple[list[Any], list[Any]]:
         """Per item, the two models' token log-probabilities from ``start`` to the last read (two requests, sent

@@ -251,7 +251,28 @@ def test_served_eurus_on_two_servers_matches_the_card(mirror):
 
 
 def test_a_served_implicit_prm_needs_the_reference_server(mirror):
+    from ares_rerank.backbones.served import ServerError
+    from fake_servers import FakeServer, Reply, vllm_prompt_logprobs
+
     with pytest.raises(TypeError, match=r"model=None: pass the loaded PRM.*kind='vllm-completions'"):
         ImplicitPRM(None, mirror["tokenizer"])
+    reference = vllm_prompt_logprobs(mirror["ref_model"], "qwen-math")
+    failed = []
+
+    def down_once(method, path, payload):  # the reference's first /v1/models fails, then it answers
+        if path == "/v1/models" and not failed:
+            failed.append(path)
+            return Reply({"error": {"message": "starting", "code": 503}}, status=503)
+        return reference(method, path, payload)
+
+    with FakeServer(vllm_prompt_logprobs(mirror["model"], "eurus")) as prm_server, FakeServer(down_once) as ref:
+        served = load_backbone(prm_server.url, kind="vllm-completions", family="prm-eurus", tokenizer=mirror["prm"],
+                               ref_url=ref.url, max_retries=0, beta=BETA)
+        with pytest.raises(ServerError):
+            served.entailment_probs([BASE], [STEPS[0]], num_base=[2])
+        got = served.entailment_probs([BASE], [STEPS[0]], num_base=[2])  # asked again, not sent unnamed
+    assert served.ref_served_model == "qwen-math"
+    assert [b["model"] for _, p, b in ref.requests if p == "/v1/completions"] == ["qwen-math"]
+    assert got == pytest.approx([sigmoid(mirror["card"](question(BASE), STEPS[:1])[1][-1])], abs=1e-5)
     with pytest.raises(ValueError, match=r"ref_url=None.*reference LM's server"):
         load_backbone("http://127.0.0.1:9", kind="vllm-completions", family="prm-eurus", tokenizer=mirror["prm"])

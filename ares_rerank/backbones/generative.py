@@ -6,7 +6,7 @@
 is the input's entailment probability. So a verifier is a *sampled* backbone (``sampled = True``,
 :class:`~ares_rerank.backbones.base.SampledBackbone`): ``sample_probs(premises, hypotheses, n)`` draws ``n[i]`` fresh
 verdicts for pair ``i`` (its ``n[i]`` samples asked together: ``n=`` in one request to a server, where prefix caching
-pays; locally from one pass over the prompt, and a one-stage verifier's inputs in one ``generate`` call:
+pays; locally from one pass over the prompt, and the first stages of several inputs in one ``generate`` call:
 :meth:`GenerativeVerifier.sample_all`), nothing is cached, and ARES gives every trajectory its own verdict in sample
 mode (exact and auto modes refuse: :func:`~ares_rerank.estimator.batch.check_sampled_mode`). ``entailment_probs``
 (for baselines) is the mean of ``num_samples`` fresh verdicts, as the families' own code averages them: not a fixed
@@ -346,13 +346,25 @@ class GenerativeVerifier(TokenWindow):
             text = self.prompt.format(question=question, previous_steps=joined, step=step)
         return self.chat_prompt(text) if self.chat else text
 
+    def first_stage(self, base_claims: Sequence[str], steps: Sequence[str]) -> tuple[str, Sampling]:
+        """The prompt an input's rationales are sampled from and how (its first generation stage); a family with a
+        prompt suffix or stop strings of its own overrides this."""
+        return self.render(base_claims, steps), self.sampling
+
+    def finish(self, base_claims: Sequence[str], steps: Sequence[str], prompt: str,
+               generations: Sequence[Generation]) -> list[PendingVerdict]:
+        """The pending verdicts of an input from its first stage's ``generations`` of ``prompt`` (a family with
+        further stages runs them here, counting their tokens and requests on each sample; the first stage's are
+        counted by the caller)."""
+        return self.pending(prompt, generations)
+
     def sample(self, base_claims: Sequence[str], steps: Sequence[str], n: int) -> list[PendingVerdict]:
-        """``n`` rationales for one input, each with how its verdict is read (one generation stage here; a family
-        with stages of its own overrides this, and its inputs are then sampled one after another)."""
-        prompt = self.render(base_claims, steps)
-        samples = self.pending(prompt, self.engine.generate(prompt, n, self.sampling))
+        """``n`` rationales for one input, each with how its verdict is read: the first stage's ``n`` samples in one
+        ``generate`` call, then :meth:`finish`."""
+        prompt, sampling = self.first_stage(base_claims, steps)
+        samples = self.finish(base_claims, steps, prompt, self.engine.generate(prompt, n, sampling))
         if samples:
-            samples[0].requests = 1
+            samples[0].requests += 1
         return samples
 
     def pending(self, prompt: str, generations: Sequence[Generation]) -> list[PendingVerdict]:
@@ -371,24 +383,31 @@ class GenerativeVerifier(TokenWindow):
 
     def sample_all(self, inputs: Sequence[tuple[list[str], list[str]]], counts: Sequence[int]) -> list[list[
             PendingVerdict]]:
-        """:meth:`sample` for every input. With one generation stage (this class's :meth:`sample`) and an engine
-        that takes several prompts at once (``generate_many``), the inputs' samples are asked together,
-        :data:`PROMPTS_PER_CALL` prompts at a time: one local ``generate`` call over their rows, or concurrent
-        requests to a server; the calls are counted on each group's first input."""
+        """:meth:`sample` for every input. With an engine that takes several prompts at once (``generate_many``),
+        the first stages of inputs sampled alike (the same :class:`Sampling`: ThinkPRM's stops depend on the step's
+        number) are asked together, :data:`PROMPTS_PER_CALL` prompts at a time: one local ``generate`` call over
+        their rows, or concurrent requests to a server; the calls are counted on each group's first input. Later
+        stages (GenPRM's) then run per sample in :meth:`finish`."""
         many = getattr(self.engine, "generate_many", None)
-        if type(self).sample is not GenerativeVerifier.sample or many is None or len(inputs) < 2:
+        if many is None or len(inputs) < 2:
             return [self.sample(*self.fit(base, steps), n) for (base, steps), n in zip(inputs, counts)]
-        out: list[list[PendingVerdict]] = []
-        for start in range(0, len(inputs), PROMPTS_PER_CALL):
-            group = list(zip(inputs[start : start + PROMPTS_PER_CALL], counts[start : start + PROMPTS_PER_CALL]))
-            prompts = [self.render(*self.fit(base, steps)) for (base, steps), _ in group]
-            calls_before = self.engine.calls
-            generated = many([(prompt, n) for prompt, (_, n) in zip(prompts, group)], self.sampling)
-            samples = [self.pending(prompt, gens) for prompt, gens in zip(prompts, generated)]
-            first = next((s for s in samples if s), None)
-            if first:
-                first[0].requests = self.engine.calls - calls_before
-            out += samples
+        fitted = [self.fit(base, steps) for base, steps in inputs]
+        stages = [self.first_stage(base, steps) for base, steps in fitted]
+        alike: dict[Sampling, list[int]] = {}
+        for i, (_, sampling) in enumerate(stages):
+            alike.setdefault(sampling, []).append(i)
+        out: list[list[PendingVerdict]] = [[] for _ in inputs]
+        for sampling, members in alike.items():
+            for start in range(0, len(members), PROMPTS_PER_CALL):
+                group = members[start : start + PROMPTS_PER_CALL]
+                calls_before = self.engine.calls
+                generated = many([(stages[i][0], counts[i]) for i in group], sampling)
+                calls = self.engine.calls - calls_before
+                for i, gens in zip(group, generated):
+                    out[i] = self.finish(*fitted[i], stages[i][0], gens)
+                first = next((out[i] for i in group if out[i]), None)
+                if first:
+                    first[0].requests += calls
         return out
 
     # -- the sampled-backbone protocol ------------------------------------------------------------------------------

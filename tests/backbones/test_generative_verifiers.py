@@ -456,3 +456,63 @@ def test_sampler_is_seeded_and_never_repeats_a_call():
     assert first != [g.token_ids for g in a.generate("Question", 3, sampling)]  # the next call draws anew
     assert cut_at_stop("a</b>\nc", ["</b>\n", "c"], True) == ("a</b>\n", True)
     assert cut_at_stop("abc", ["x"], False) == ("abc", False)
+
+
+# -- several inputs at once: first stages batched, verdicts unchanged ----------------------------------------------
+class Keyed:
+    """An engine whose generations are a function of (prompt, sample index, stage): the same text whichever way the
+    inputs are asked, so the batched path (``generate_many``) can be compared with one input at a time. Reads go to
+    the mirror's own engine. ``many=False`` hides ``generate_many``."""
+
+    def __init__(self, inner, many):
+        self.inner, self.tokenizer, self.calls, self.batches = inner, inner.tokenizer, 0, []
+        if many:
+            self.generate_many = self._generate_many
+
+    def encode(self, text):
+        return self.inner.encode(text)
+
+    def _texts(self, prompt, n, sampling):
+        out = []
+        for i in range(n):
+            yes = (sum(map(ord, prompt)) + i) % 2 == 0
+            if "</analyze>\n" in sampling.stop:  # GenPRM's analysis
+                text = f"the step reads {'right' if yes else 'wrong'}</analyze>\n"
+            elif "</output>\n" in sampling.stop:  # GenPRM's output
+                text = ("Yes" if yes else "No") + "}$\n</output>\n"
+            else:  # ThinkPRM's chain, R-PRM's analysis
+                text = f"It checks out. Verification: Is the step correct (Yes/No)? {'Yes' if yes else 'No'}"
+            out.append(Generation(text, self.tokenizer.encode(text, add_special_tokens=False)))
+        return out
+
+    def generate(self, prompt, n, sampling):
+        self.calls += 1
+        return self._texts(prompt, n, sampling)
+
+    def _generate_many(self, requests, sampling):
+        self.calls += 1
+        self.batches.append((len(requests), sampling))
+        return [self._texts(prompt, n, sampling) for prompt, n in requests]
+
+    def logprobs(self, queries, top=20):
+        return self.inner.logprobs(queries, top)
+
+
+@pytest.mark.parametrize("kind", ["prm-genprm", "prm-thinkprm", "prm-rprm"])
+def test_families_sample_several_inputs_together_with_the_same_verdicts(mirrors, kind):
+    options = {"max_tokens": 40} if kind != "prm-thinkprm" else {"max_length": 60}
+    premises = [[QUESTION[0]], [QUESTION[0], STEPS[0]], [QUESTION[0], QUESTION[1], STEPS[0]], [QUESTION[1]]]
+    hypotheses = [STEPS[0], STEPS[1], STEPS[2], STEPS[1]]
+    got = {}
+    for many in (False, True):
+        v = load_backbone(mirrors[kind], kind=kind, seed=3, device="cpu", **options)
+        v.engine = Keyed(v.engine, many)
+        got[many] = (v.sample_verdicts(premises, hypotheses, [2, 3, 2, 1], num_base=[1, 1, 2, 1]), v.engine.batches)
+    (alone, _), (together, batches) = got[False], got[True]
+    for a, b in zip(alone.probs, together.probs):
+        assert list(b) == pytest.approx(list(a), abs=1e-9)
+    assert together.generated_tokens == alone.generated_tokens
+    # one generate_many per distinct first-stage sampling (ThinkPRM's stops follow the step's number), holding all
+    # four inputs between them; fewer requests than one call per input
+    assert sum(size for size, _ in batches) == 4 and len(batches) == len({s for _, s in batches}) < 4
+    assert sum(together.requests) == sum(alone.requests) - (4 - len(batches))

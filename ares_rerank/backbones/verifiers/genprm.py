@@ -33,7 +33,8 @@ from typing import Any, Sequence
 
 from dataclasses import replace
 
-from ..generative import GenerativeVerifier, LogprobAnswer, LogprobQuery, PendingVerdict, Sampling, softmax_pair
+from ..generative import (Generation, GenerativeVerifier, LogprobAnswer, LogprobQuery, PendingVerdict, Sampling,
+                          softmax_pair)
 
 
 __all__ = ["GENPRM_SYSTEM_PROMPT", "GenPRM"]
@@ -109,14 +110,19 @@ class GenPRM(GenerativeVerifier):
             prompt = prompt[: -len(eos)]
         return self.rendered_from(messages, prompt)
 
-    def sample(self, base_claims: Sequence[str], steps: Sequence[str], n: int) -> list[PendingVerdict]:
-        prompt = self.render(base_claims, steps)
-        cur_step = len(steps)
-        analyze_start = ANALYZE_TEMPLATE.format(cur_step=cur_step)
+    def first_stage(self, base_claims: Sequence[str], steps: Sequence[str]) -> tuple[str, Sampling]:
+        """The analysis: the prompt and the step's ``<analyze>`` opening, up to ``</analyze>``."""
+        analyze_start = ANALYZE_TEMPLATE.format(cur_step=len(steps))
         stage1 = replace(self.base_sampling, stop=("</analyze>\n",), include_stop=True)
+        return self.render(base_claims, steps) + analyze_start, stage1
+
+    def finish(self, base_claims: Sequence[str], steps: Sequence[str], prompt: str,
+               generations: Sequence[Generation]) -> list[PendingVerdict]:
+        analyze_start = ANALYZE_TEMPLATE.format(cur_step=len(steps))
+        prompt = prompt[: -len(analyze_start)]
         samples = []
-        for k, first in enumerate(self.engine.generate(prompt + analyze_start, n, stage1)):
-            sample = PendingVerdict(prompt, tokens=len(first.token_ids), requests=1 if k == 0 else 0)
+        for first in generations:
+            sample = PendingVerdict(prompt, tokens=len(first.token_ids))
             self._stage_two(sample, prompt, analyze_start, first.text)
             samples.append(sample)
         return samples

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..generative import GenerativeVerifier, PendingVerdict, Sampling
+from ..generative import Generation, GenerativeVerifier, PendingVerdict, Sampling
 
 
 __all__ = ["RPRM", "RPRM_PROMPT", "split_text"]
@@ -101,17 +101,17 @@ class RPRM(GenerativeVerifier):
         return self.rendered_from([{"role": "system", "content": CHATML_SYSTEM},
                                    {"role": "user", "content": text[len(CHATML_HEAD):]}], text)
 
-    def sample(self, base_claims: Sequence[str], steps: Sequence[str], n: int) -> list[PendingVerdict]:
-        prompt = self.render(base_claims, steps)
+    def finish(self, base_claims: Sequence[str], steps: Sequence[str], prompt: str,
+               generations: Sequence[Generation]) -> list[PendingVerdict]:
         scoring = self.chatml(RPRM_PROMPT.format(*self.fields(base_claims, steps)))  # formatted anew, as published
         samples = []
-        for k, gen in enumerate(self.engine.generate(prompt, n, self.sampling)):
+        for gen in generations:
             response = split_text(gen.text.strip().strip("\\").strip("\\n").strip())
             if MARKER in response:
                 response = response.split(MARKER)[0] + MARKER
             else:
                 response = response + FALLBACK
-            sample = PendingVerdict(prompt, response, tokens=len(gen.token_ids), requests=1 if k == 0 else 0)
+            sample = PendingVerdict(prompt, response, tokens=len(gen.token_ids))
             said = gen.text.split(MARKER, 1)[1].split() if MARKER in gen.text else []
             sample.verdict_text = said[0].strip(".*") if said and said[0].strip(".*") in ("Yes", "No") else ""
             self.next_token_read(sample, scoring + response, self.yes_id, self.no_id)

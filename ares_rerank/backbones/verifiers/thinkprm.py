@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..generative import GenerativeVerifier, LogprobAnswer, LogprobQuery, PendingVerdict, Sampling
+from ..generative import Generation, GenerativeVerifier, LogprobAnswer, LogprobQuery, PendingVerdict, Sampling
 
 
 __all__ = ["THINKPRM_INSTRUCTION", "THINKPRM_TEMPLATE", "ThinkPRM"]
@@ -107,13 +107,16 @@ class ThinkPRM(GenerativeVerifier):
             stops.append(f"Step {top + 1}:")
         return tuple(s for s in stops if s)
 
-    def sample(self, base_claims: Sequence[str], steps: Sequence[str], n: int) -> list[PendingVerdict]:
+    def first_stage(self, base_claims: Sequence[str], steps: Sequence[str]) -> tuple[str, Sampling]:
+        """The verification chain, stopped where the published stops say (they depend on the step's number)."""
         prompt = self.render(base_claims, steps)
-        sampling = replace(self.sampling, stop=self.stops(prompt))
+        return prompt, replace(self.sampling, stop=self.stops(prompt))
+
+    def finish(self, base_claims: Sequence[str], steps: Sequence[str], prompt: str,
+               generations: Sequence[Generation]) -> list[PendingVerdict]:
         samples = []
-        for k, gen in enumerate(self.engine.generate(prompt, n, sampling)):
-            sample = PendingVerdict(prompt, gen.text + self.predecision_string, tokens=len(gen.token_ids),
-                                    requests=1 if k == 0 else 0)
+        for gen in generations:
+            sample = PendingVerdict(prompt, gen.text + self.predecision_string, tokens=len(gen.token_ids))
             self._choices(sample, prompt + sample.rationale)
             samples.append(sample)
         return samples

@@ -37,15 +37,18 @@ __all__ = ["CONFIGS", "DEFAULT_CONFIGS", "main", "measure_set", "summary_table"]
 
 # The adapt keywords of each column; "after" is the command's defaults. The others change one default each (the
 # issue's "measure what helps"): more replay, a lower averaging weight, twice the steps, twice the guard's chains, a
-# check read on twice the chains; run them with --configs (not run by default).
+# check read on twice the chains, and two tried on seed 0 (weight 1.0; 120 steps with the check on 48 chains); run them
+# with --configs (not run by default).
 CONFIGS: dict[str, dict[str, Any]] = {
     "before": {"guard_chains": 0, "check_chains": 0},
     "after": {},
     "replay-0.7": {"replay_share": 0.7},
     "weight-0.5": {"adapted_weight": 0.5},
+    "weight-1.0": {"adapted_weight": 1.0},
     "steps-120": {"max_steps": 120},
     "guard-80": {"guard_chains": 80},
     "check-48": {"check_chains": 48},
+    "steps-120-check-48": {"max_steps": 120, "check_chains": 48},
 }
 DEFAULT_CONFIGS = ("before", "after")
 TRAIN_LENGTHS = (5, 6, 8, 10, 12, 16)

@@ -119,7 +119,7 @@ class GenPRM(GenerativeVerifier):
     def finish(self, base_claims: Sequence[str], steps: Sequence[str], prompt: str,
                generations: Sequence[Generation]) -> list[PendingVerdict]:
         analyze_start = ANALYZE_TEMPLATE.format(cur_step=len(steps))
-        prompt = prompt[: -len(analyze_start)]
+        prompt = prompt[: -len(analyze_start)]  # first_stage's prompt is the rendered input + the analysis opening
         samples = []
         for first in generations:
             sample = PendingVerdict(prompt, tokens=len(first.token_ids))

@@ -358,6 +358,12 @@ class GenerativeVerifier(TokenWindow):
         counted by the caller)."""
         return self.pending(prompt, generations)
 
+    def finish_many(self, items: Sequence[tuple[Sequence[str], Sequence[str], str, Sequence[Generation]]]) -> list[
+            list[PendingVerdict]]:
+        """:meth:`finish` for several ``(base_claims, steps, prompt, generations)`` asked together; a family whose
+        later stages can be asked together too (GenPRM's output) overrides this."""
+        return [self.finish(*item) for item in items]
+
     def sample(self, base_claims: Sequence[str], steps: Sequence[str], n: int) -> list[PendingVerdict]:
         """``n`` rationales for one input, each with how its verdict is read: the first stage's ``n`` samples in one
         ``generate`` call, then :meth:`finish`."""
@@ -387,7 +393,7 @@ class GenerativeVerifier(TokenWindow):
         the first stages of inputs sampled alike (the same :class:`Sampling`: ThinkPRM's stops depend on the step's
         number) are asked together, :data:`PROMPTS_PER_CALL` prompts at a time: one local ``generate`` call over
         their rows, or concurrent requests to a server; the calls are counted on each group's first input. Later
-        stages (GenPRM's) then run per sample in :meth:`finish`."""
+        stages (GenPRM's output) then run in :meth:`finish_many`, over the group."""
         many = getattr(self.engine, "generate_many", None)
         if many is None or len(inputs) < 2:
             return [self.sample(*self.fit(base, steps), n) for (base, steps), n in zip(inputs, counts)]
@@ -403,8 +409,9 @@ class GenerativeVerifier(TokenWindow):
                 calls_before = self.engine.calls
                 generated = many([(stages[i][0], counts[i]) for i in group], sampling)
                 calls = self.engine.calls - calls_before
-                for i, gens in zip(group, generated):
-                    out[i] = self.finish(*fitted[i], stages[i][0], gens)
+                finished = self.finish_many([(*fitted[i], stages[i][0], gens) for i, gens in zip(group, generated)])
+                for i, samples in zip(group, finished):
+                    out[i] = samples
                 first = next((out[i] for i in group if out[i]), None)
                 if first:
                     first[0].requests += calls

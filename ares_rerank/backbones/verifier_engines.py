@@ -7,6 +7,9 @@ paths cannot drift apart.
   (``include_stop_str_in_output`` kept or not); locally (:class:`LocalEngine`) ``model.generate`` with the sampling
   given (top-k 0 and top-p 1 mean off), seeded per call from ``seed``; served, ONE request with ``n=`` (no ``seed``
   is ever sent: a fixed seed would repeat the same samples on every call);
+- ``generate_many(requests, sampling, max_tokens=None)`` (optional): ``generate`` for several ``(prompt, n)`` at once
+  (one local ``generate`` call over their rows; concurrent requests to a server), ``max_tokens`` a budget per request
+  where they differ (GenPRM's output stage); an engine without it is asked one prompt at a time;
 - ``logprobs(queries, top)``: for token-id contexts and one next token each, that token's log-probability and the
   top-``top`` ones at that position (raw log-softmax of the logits, as vLLM V1 returns them); locally one forward
   pass per batch; on ``/v1/completions`` (:class:`ServedEngine`), vLLM's ``prompt_logprobs`` on prompts of token
@@ -44,7 +47,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -220,6 +223,18 @@ def join_rows(states: Sequence[list[tuple[Any, Any]]], repeats: Sequence[int], p
     return joined
 
 
+def check_budgets(max_tokens: Sequence[int] | None, requests: Sequence[Any], sampling: Sampling) -> list[int]:
+    """The generation budget of each of ``requests``: ``max_tokens``' entries (one per request, each a whole number
+    >= 0), or ``sampling.max_tokens`` for all."""
+    if max_tokens is None:
+        return [sampling.max_tokens] * len(requests)
+    budgets = list(max_tokens)
+    if len(budgets) != len(requests) or not all(is_int(b) and b >= 0 for b in budgets):
+        raise ValueError(f"max_tokens={budgets[:8]!r}: give one whole number >= 0 per request ({len(requests)} "
+                         "requests), or None for sampling.max_tokens.")
+    return budgets
+
+
 # -- engines ----------------------------------------------------------------------------------------------------------
 class LocalEngine:
     """A transformers causal LM as the verifier's engine (see the module docstring).
@@ -276,12 +291,16 @@ class LocalEngine:
         and its ``n`` rows continue from that KV cache (vLLM's prefix caching, locally)."""
         return self.generate_many([(prompt, n)], sampling)[0]
 
-    def generate_many(self, requests: Sequence[tuple[str, int]], sampling: Sampling) -> list[list[Generation]]:
+    def generate_many(self, requests: Sequence[tuple[str, int]], sampling: Sampling,
+                      max_tokens: Sequence[int] | None = None) -> list[list[Generation]]:
         """For each ``(prompt, n)``, ``n`` sampled continuations; the rows of several prompts are sampled together
         in one ``generate`` call (at most ``generate_rows`` rows a call; a prompt with more samples goes alone), as
         a server batches concurrent requests. A causal decoder runs each prompt once: its rows continue from its KV
-        cache, the prompts' caches left-padded into one (:meth:`prompt_batch`)."""
-        if sampling.max_tokens == 0:
+        cache, the prompts' caches left-padded into one (:meth:`prompt_batch`). ``max_tokens`` gives each request
+        its own budget in place of ``sampling.max_tokens``: a call samples up to its largest and cuts each row at
+        its own (a row's first ``k`` sampled tokens are a sample with budget ``k``)."""
+        budgets = check_budgets(max_tokens, requests, sampling)
+        if max(budgets, default=0) == 0:
             return [[Generation("", []) for _ in range(n)] for _, n in requests]
         encoded = [self.encode(prompt) for prompt, _ in requests]
         chunks: list[list[int]] = []
@@ -292,18 +311,23 @@ class LocalEngine:
                 chunks.append([i])
         out: list[list[Generation]] = [[] for _ in requests]
         for chunk in chunks:
-            rows = self.sample_rows([encoded[i] for i in chunk], [requests[i][1] for i in chunk], sampling)
+            counts = [requests[i][1] for i in chunk]
+            rows = self.sample_rows([encoded[i] for i in chunk], counts, sampling,
+                                    [budgets[i] for i, n in zip(chunk, counts) for _ in range(n)])
             at = 0
             for i in chunk:
                 out[i] = rows[at : at + requests[i][1]]
                 at += requests[i][1]
         return out
 
-    def sample_rows(self, prompts: Sequence[list[int]], counts: Sequence[int], sampling: Sampling) -> list[Generation]:
-        """One seeded ``generate`` call: ``counts[i]`` rows continuing ``prompts[i]``, in that order."""
+    def sample_rows(self, prompts: Sequence[list[int]], counts: Sequence[int], sampling: Sampling,
+                    budgets: Sequence[int] | None = None) -> list[Generation]:
+        """One seeded ``generate`` call: ``counts[i]`` rows continuing ``prompts[i]``, in that order, each cut at its
+        ``budgets`` entry (default: ``sampling.max_tokens`` for all; the call samples up to the largest)."""
         import torch
 
-        kwargs: dict[str, Any] = {"max_new_tokens": sampling.max_tokens, "pad_token_id": self.pad_id,
+        budgets = list(budgets) if budgets is not None else [sampling.max_tokens] * sum(counts)
+        kwargs: dict[str, Any] = {"max_new_tokens": max(budgets), "pad_token_id": self.pad_id,
                                   "repetition_penalty": sampling.repetition_penalty}
         if sampling.temperature > 0:
             kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
@@ -323,7 +347,8 @@ class LocalEngine:
                 torch.manual_seed(hash((self.seed, self.draws)) % 2**63)
                 out = self.model.generate(input_ids=ids, attention_mask=mask, **kwargs)
         generations = []
-        for row in out[:, ids.shape[1]:].tolist():
+        for row, budget in zip(out[:, ids.shape[1]:].tolist(), budgets):
+            row = row[:budget]
             end = next((i + 1 for i, t in enumerate(row) if t in eos), len(row))  # the eos ends it (kept, as vLLM)
             row = row[:end]
             text = self.tokenizer.decode(row, skip_special_tokens=True)
@@ -534,11 +559,14 @@ class ServedEngine:
             out.append(Generation(text, self.token_ids_of(choice, text)))
         return out
 
-    def generate_many(self, requests: Sequence[tuple[str, int]], sampling: Sampling) -> list[list[Generation]]:
-        """:meth:`generate` for each ``(prompt, n)``, ``concurrency`` requests in flight (the server batches them)."""
+    def generate_many(self, requests: Sequence[tuple[str, int]], sampling: Sampling,
+                      max_tokens: Sequence[int] | None = None) -> list[list[Generation]]:
+        """:meth:`generate` for each ``(prompt, n)``, ``concurrency`` requests in flight (the server batches them);
+        ``max_tokens`` gives each request its own budget in place of ``sampling.max_tokens``."""
+        budgets = check_budgets(max_tokens, requests, sampling)
         self.resolve_model()
-        return map_bounded(lambda request: self.generate(request[0], request[1], sampling), list(requests),
-                           self.concurrency)
+        asks = [(prompt, n, replace(sampling, max_tokens=b)) for (prompt, n), b in zip(requests, budgets)]
+        return map_bounded(lambda ask: self.generate(*ask), asks, self.concurrency)
 
     def post_samples(self, path: str, body: dict[str, Any], n: int,
                      sampling: Sampling) -> tuple[dict[str, Any], list[dict[str, Any]], str]:

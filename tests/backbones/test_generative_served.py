@@ -120,12 +120,26 @@ class VLLMLike:
                 "usage": {"completion_tokens": sum(len(g.token_ids) for g in gens)}}
 
 
+def one_call_per_request(engine):
+    """The local engine's ``generate_many`` as the served one with ``concurrency=1`` runs it: one seeded draw per
+    request, in order, so GenPRM's outputs asked together draw what the fake server draws."""
+    whole = type(engine).generate_many
+
+    def each(requests, sampling, max_tokens=None):
+        budgets = max_tokens if max_tokens is not None else [sampling.max_tokens] * len(requests)
+        return [whole(engine, [request], sampling, [budget])[0] for request, budget in zip(requests, budgets)]
+
+    engine.generate_many = each
+
+
 @pytest.mark.parametrize("kind", sorted(MIRRORS))
 def test_served_family_equals_the_local_family(tmp_path, kind):
     path = MIRRORS[kind](tmp_path / kind)
     local = load_backbone(path, kind=kind, seed=SEED, device="cpu", **SMALL[kind])
+    one_call_per_request(local.engine)
     with FakeServer(VLLMLike(local.engine.model, local.tokenizer)) as server:
         served = load_backbone(server.url, kind=kind, tokenizer=local.tokenizer, **SMALL[kind])
+        served.engine.concurrency = 1
         assert isinstance(served.engine, ServedEngine)
         remote = served.verify(QUESTION, STEPS, n=3)
         bodies = [body for _, route, body in server.requests if route == "/v1/completions"]
@@ -180,8 +194,10 @@ def chat_pair(tmp_path, kind, **options):
 @pytest.mark.parametrize("kind", sorted(MIRRORS))
 def test_served_chat_family_equals_the_local_family(tmp_path, kind):
     local = chat_pair(tmp_path, kind)
+    one_call_per_request(local.engine)
     with FakeServer(VLLMLike(local.engine.model, local.tokenizer)) as server:
         served = load_backbone(server.url, kind=kind, tokenizer=local.tokenizer, api="chat", **SMALL[kind])
+        served.engine.concurrency = 1
         assert isinstance(served.engine, ChatEngine)
         remote = served.verify(QUESTION, STEPS, n=3)
         bodies = [body for _, route, body in server.requests if route == "/v1/chat/completions"]

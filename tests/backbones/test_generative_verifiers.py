@@ -465,7 +465,7 @@ class Keyed:
     the mirror's own engine. ``many=False`` hides ``generate_many``."""
 
     def __init__(self, inner, many):
-        self.inner, self.tokenizer, self.calls, self.batches = inner, inner.tokenizer, 0, []
+        self.inner, self.tokenizer, self.calls, self.batches, self.outputs = inner, inner.tokenizer, 0, [], []
         if many:
             self.generate_many = self._generate_many
 
@@ -489,9 +489,13 @@ class Keyed:
         self.calls += 1
         return self._texts(prompt, n, sampling)
 
-    def _generate_many(self, requests, sampling):
+    def _generate_many(self, requests, sampling, max_tokens=None):
         self.calls += 1
-        self.batches.append((len(requests), sampling))
+        if "</output>\n" in sampling.stop:  # GenPRM's output stage, each request with its own budget
+            assert max_tokens is not None and len(max_tokens) == len(requests) and all(b > 0 for b in max_tokens)
+            self.outputs.append(len(requests))
+        else:
+            self.batches.append((len(requests), sampling))
         return [self._texts(prompt, n, sampling) for prompt, n in requests]
 
     def logprobs(self, queries, top=20):
@@ -507,12 +511,16 @@ def test_families_sample_several_inputs_together_with_the_same_verdicts(mirrors,
     for many in (False, True):
         v = load_backbone(mirrors[kind], kind=kind, seed=3, device="cpu", **options)
         v.engine = Keyed(v.engine, many)
-        got[many] = (v.sample_verdicts(premises, hypotheses, [2, 3, 2, 1], num_base=[1, 1, 2, 1]), v.engine.batches)
-    (alone, _), (together, batches) = got[False], got[True]
+        got[many] = (v.sample_verdicts(premises, hypotheses, [2, 3, 2, 1], num_base=[1, 1, 2, 1]), v.engine)
+    (alone, _), (together, engine) = got[False], got[True]
+    batches = engine.batches
     for a, b in zip(alone.probs, together.probs):
         assert list(b) == pytest.approx(list(a), abs=1e-9)
     assert together.generated_tokens == alone.generated_tokens
     # one generate_many per distinct first-stage sampling (ThinkPRM's stops follow the step's number), holding all
     # four inputs between them; fewer requests than one call per input
     assert sum(size for size, _ in batches) == 4 and len(batches) == len({s for _, s in batches}) < 4
-    assert sum(together.requests) == sum(alone.requests) - (4 - len(batches))
+    # GenPRM's outputs (one round: every keyed output ends the loop) are asked together too, all 8 samples at once
+    saved = 8 - 1 if kind == "prm-genprm" else 0
+    assert engine.outputs == ([8] if kind == "prm-genprm" else [])
+    assert sum(together.requests) == sum(alone.requests) - (4 - len(batches)) - saved

@@ -135,6 +135,23 @@ def test_sampled_prompts_together_draw_independent_rows(model_and_tokenizer):
         LocalEngine(model, tok, generate_rows=0)
 
 
+def test_a_budget_per_request_cuts_each_row_where_its_own_budget_ends(model_and_tokenizer):
+    model, tok = model_and_tokenizer
+    sampling = Sampling(temperature=1.0, max_tokens=6)
+    prompts = [(PROMPT, 2), (OTHER, 2), ("Short one.", 1)]
+    whole = LocalEngine(model, tok, seed=4).generate_many(prompts, sampling)
+    engine = LocalEngine(model, tok, seed=4)  # the same seeded draw: the call samples up to the largest budget
+    cut = engine.generate_many(prompts, sampling, max_tokens=[6, 3, 0])
+    assert engine.calls == 1
+    assert [g.token_ids for g in cut[0]] == [g.token_ids for g in whole[0]]
+    assert [g.token_ids for g in cut[1]] == [g.token_ids[:3] for g in whole[1]]
+    assert [g.text for g in cut[1]] == [tok.decode(g.token_ids[:3], skip_special_tokens=True) for g in whole[1]]
+    assert [(g.text, g.token_ids) for g in cut[2]] == [("", [])]
+    for bad in ([6, 3], [6, 3, -1], [6, 3, 1.5]):
+        with pytest.raises(ValueError, match="max_tokens=.*one whole number >= 0 per request"):
+            engine.generate_many(prompts, sampling, max_tokens=bad)
+
+
 def test_a_one_stage_verifier_samples_all_its_inputs_in_one_call_and_counts_it(model_and_tokenizer):
     from ares_rerank.backbones.generative import GenerativeVerifier
 
@@ -143,8 +160,8 @@ def test_a_one_stage_verifier_samples_all_its_inputs_in_one_call_and_counts_it(m
     verifier = GenerativeVerifier(engine, sampling=Sampling(temperature=1.0, max_tokens=4), use_chat_template=False)
     generated = []
     inner = engine.sample_rows
-    engine.sample_rows = lambda prompts, counts, sampling: generated.append(list(counts)) or inner(
-        prompts, counts, sampling)
+    engine.sample_rows = lambda prompts, counts, sampling, budgets=None: generated.append(list(counts)) or inner(
+        prompts, counts, sampling, budgets)
     premises = [["Janet has 16 eggs."], ["Janet has 16 eggs.", "She eats 3."], []]
     hypotheses = ["She eats 3.", "13 are left.", "16 - 3 = 13."]
     out = verifier.sample_verdicts(premises, hypotheses, [2, 3, 1], num_base=[1, 1, 0])

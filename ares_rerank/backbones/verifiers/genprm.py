@@ -15,7 +15,8 @@
   stopped at ``"</output>\\n"``; an answer that does not end with it gets ``"[Code Output]\\n\\n```\\n"`` appended
   and is continued, at most ``time_limit`` (3) times, then the analysis is cut at ``</analyze>`` and the output asked
   again with 20 tokens (the published fallback; that last answer is taken whatever it ends with, where the
-  published loop would ask again forever). ``verify=True`` inserts the ``<verify>`` python stage without running
+  published loop would ask again forever). The outputs of all samples in a round are asked together, each with its
+  own budget (``generate_many``). ``verify=True`` inserts the ``<verify>`` python stage without running
   the code (the published ``execute=False`` branch); running model-written code (``execute=True``) is refused.
 - **verdict**: the first ``(Yes|No)}`` in the final text (any case, capitalized); at the last occurrence of that
   decision's token (``tokenizer.encode("Yes")[-1]`` / ``"No"``) among the last stage's generated ids, the top-20
@@ -29,12 +30,11 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
-from dataclasses import replace
-
-from ..generative import (Generation, GenerativeVerifier, LogprobAnswer, LogprobQuery, PendingVerdict, Sampling,
-                          softmax_pair)
+from ..generative import (PROMPTS_PER_CALL, Generation, GenerativeVerifier, LogprobAnswer, LogprobQuery,
+                          PendingVerdict, Sampling, softmax_pair)
 
 
 __all__ = ["GENPRM_SYSTEM_PROMPT", "GenPRM"]
@@ -118,36 +118,69 @@ class GenPRM(GenerativeVerifier):
 
     def finish(self, base_claims: Sequence[str], steps: Sequence[str], prompt: str,
                generations: Sequence[Generation]) -> list[PendingVerdict]:
-        analyze_start = ANALYZE_TEMPLATE.format(cur_step=len(steps))
-        prompt = prompt[: -len(analyze_start)]  # first_stage's prompt is the rendered input + the analysis opening
-        samples = []
-        for first in generations:
-            sample = PendingVerdict(prompt, tokens=len(first.token_ids))
-            self._stage_two(sample, prompt, analyze_start, first.text)
-            samples.append(sample)
-        return samples
+        return self.finish_many([(base_claims, steps, prompt, generations)])[0]
 
-    def _stage_two(self, sample: PendingVerdict, prompt: str, analyze_start: str, text1: str) -> None:
-        """The published stage-2 loop (``verify``: code written, never run), then the verdict read (module doc)."""
-        cur = analyze_start + text1 + (VERIFY_TEMPLATE if self.verify_stage else OUTPUT_TEMPLATE)
-        attempts = 0
-        while True:
-            left = self.max_tokens - len(self.tokenizer.tokenize(cur))
-            final = not (left > 0 and attempts < self.time_limit)
-            if final:  # the published fallback: the analysis alone, then the output in 20 tokens
-                cur = analyze_start + text1.split("</analyze>")[0] + "</analyze>\n" + OUTPUT_TEMPLATE
-                left = 20
-            # the published execute=False branch stops at the output's end only, with or without <verify>
-            stage = replace(self.base_sampling, max_tokens=left, stop=("</output>\n",), include_stop=True)
-            (out,) = self.engine.generate(prompt + cur, 1, stage)
-            sample.tokens += len(out.token_ids)
-            sample.requests += 1
-            attempts += 1
-            if out.text.endswith("</output>\n") or final:
-                break
-            cur = cur + out.text + CODE_OUTPUT  # the published execute=False continuation
-        sample.rationale = cur + out.text
-        self._read_verdict(sample, self.engine.encode(prompt + cur), out.token_ids)
+    def finish_many(self, items: Sequence[tuple[Sequence[str], Sequence[str], str, Sequence[Generation]]]) -> list[
+            list[PendingVerdict]]:
+        """The published stage-2 loop (``verify``: code written, never run) for every sample of ``items`` in lockstep:
+        each round asks the output of every sample still going together (``generate_many``, each with its own
+        budget, :data:`~ares_rerank.backbones.generative.PROMPTS_PER_CALL` at a time; one ``generate`` per sample on
+        an engine without it), then the verdict read (module docstring). Each output is drawn as it would be alone:
+        its own text, budget and stop."""
+        out, going = [], []
+        for _, steps, prompt, generations in items:
+            analyze_start = ANALYZE_TEMPLATE.format(cur_step=len(steps))
+            prompt = prompt[: -len(analyze_start)]  # first_stage's prompt is the rendered input + the analysis opening
+            samples = []
+            for first in generations:
+                sample = PendingVerdict(prompt, tokens=len(first.token_ids))
+                cur = analyze_start + first.text + (VERIFY_TEMPLATE if self.verify_stage else OUTPUT_TEMPLATE)
+                going.append(_StageTwo(sample, prompt, analyze_start, first.text, cur))
+                samples.append(sample)
+            out.append(samples)
+        while going:
+            results, requests = self._ask_outputs([self._next_ask(state) for state in going])
+            going[0].sample.requests += requests
+            still = []
+            for state, result in zip(going, results):
+                state.sample.tokens += len(result.token_ids)
+                state.attempts += 1
+                if result.text.endswith("</output>\n") or state.final:
+                    state.sample.rationale = state.cur + result.text
+                    self._read_verdict(state.sample, self.engine.encode(state.prompt + state.cur), result.token_ids)
+                else:
+                    state.cur = state.cur + result.text + CODE_OUTPUT  # the published execute=False continuation
+                    still.append(state)
+            going = still
+        return out
+
+    def _next_ask(self, state: "_StageTwo") -> tuple[str, int]:
+        """The text and budget of a sample's next output request; past its budget or attempts, the published
+        fallback (the analysis alone, then the output in 20 tokens), marked final."""
+        left = self.max_tokens - len(self.tokenizer.tokenize(state.cur))
+        state.final = not (left > 0 and state.attempts < self.time_limit)
+        if state.final:
+            state.cur = (state.analyze_start + state.text1.split("</analyze>")[0] + "</analyze>\n"
+                         + OUTPUT_TEMPLATE)
+            left = 20
+        return state.prompt + state.cur, left
+
+    def _ask_outputs(self, asks: list[tuple[str, int]]) -> tuple[list[Generation], int]:
+        """One output per ``(text, budget)``, and the requests (engine calls) they took."""
+        # the published execute=False branch stops at the output's end only, with or without <verify>
+        stage = replace(self.base_sampling, stop=("</output>\n",), include_stop=True)
+        many = getattr(self.engine, "generate_many", None)
+        results: list[Generation] = []
+        calls = getattr(self.engine, "calls", 0)
+        for start in range(0, len(asks), PROMPTS_PER_CALL if many else 1):
+            chunk = asks[start : start + (PROMPTS_PER_CALL if many else 1)]
+            if many:
+                results += [gens[0] for gens in many([(text, 1) for text, _ in chunk], stage,
+                                                     max_tokens=[left for _, left in chunk])]
+            else:
+                (text, left), = chunk
+                results += self.engine.generate(text, 1, replace(stage, max_tokens=left))
+        return results, (self.engine.calls - calls) if many else len(asks)
 
     def _read_verdict(self, sample: PendingVerdict, context: list[int], generated: list[int]) -> None:
         match = _DECISION.search(sample.rationale)
@@ -171,3 +204,16 @@ class GenPRM(GenerativeVerifier):
             return softmax_pair(own, alt) if decision == "Yes" else softmax_pair(alt, own)
 
         sample.read = read
+
+
+@dataclass
+class _StageTwo:
+    """One sample's place in GenPRM's stage-2 loop: its prompt, analysis and the continuation asked so far."""
+
+    sample: PendingVerdict
+    prompt: str
+    analyze_start: str
+    text1: str
+    cur: str
+    attempts: int = 0
+    final: bool = False

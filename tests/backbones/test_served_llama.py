@@ -8,9 +8,11 @@ installed; a server that is installed but fails to start is a failure.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
+import signal
 import subprocess
 import sys
 import threading
@@ -81,6 +83,21 @@ class LlamaServer:
         self.stop()
         pytest.fail(f"llama_cpp.server did not answer within {timeout:.0f} s:\n{self.log.read_text()[-3000:]}")
 
+    @contextlib.contextmanager
+    def reporting_death(self):
+        """Turn a refused connection into the server's own end: its exit status and the tail of its log."""
+        try:
+            yield
+        except ServerError:
+            code = self.process.poll()
+            if code is None:
+                raise
+            how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+            hint = (" (an illegal instruction: this llama-cpp-python was built for another CPU; "
+                    "scripts/install_llama_server.sh replaces such a build)" if code == -signal.SIGILL else "")
+            pytest.fail(f"llama_cpp.server died during the test with {how}{hint}; its log ends:\n"
+                        f"{self.log.read_text(errors='replace')[-3000:]}", pytrace=False)
+
     def requests_served(self, path: str) -> int:
         return self.log.read_text(errors="replace").count(f'"POST {path} HTTP/1.1" 200')
 
@@ -121,7 +138,8 @@ def test_ares_scores_from_the_served_judge_match_direct_requests(llama_server):
     chains = load_claimtrees(2, length=3)
     config = AresConfig(mode="exact", max_masks=8)
     served = load_backbone(llama_server.url + "/v1", kind="openai", model=MODEL, concurrency=4, timeout=120)
-    got = score_chains(chains, served, config=config)
+    with llama_server.reporting_death():
+        got = score_chains(chains, served, config=config)
     direct = FunctionBackbone(
         lambda P, H: [direct_completions(llama_server.url, p, h) for p, h in zip(P, H)], name="direct"
     )
@@ -138,7 +156,8 @@ def test_ares_scores_from_the_served_judge_match_direct_requests(llama_server):
 def test_chat_endpoint_matches_direct_chat_requests(llama_server):
     pairs = [(["I have AB", "Rule: AB -> CD"], "I have CD"), ([], "I have CD"), (["It rains."], "The street is wet.")]
     judge = OpenAIJudge(llama_server.url, model=MODEL, endpoint="chat", top_logprobs=20, timeout=120)
-    got = judge.entailment_probs([p for p, _ in pairs], [h for _, h in pairs])
+    with llama_server.reporting_death():
+        got = judge.entailment_probs([p for p, _ in pairs], [h for _, h in pairs])
     for (premises, hypothesis), value in zip(pairs, got):
         text = JUDGE_PROMPT.format(context="\n".join(premises) or "(none)", hypothesis=hypothesis)
         answer = post(llama_server.url + "/v1/chat/completions", {
@@ -155,7 +174,8 @@ def test_killed_server_gives_a_clear_error_not_a_hang(tmp_path):
     server = LlamaServer(tmp_path / "server.log")
     judge = OpenAIJudge(server.url, model=MODEL, concurrency=1, timeout=60, max_retries=2, backoff=0.1)
     try:
-        assert 0.0 < judge.entailment_probs([["It rains."]], ["The street is wet."])[0] < 1.0
+        with server.reporting_death():
+            assert 0.0 < judge.entailment_probs([["It rains."]], ["The street is wet."])[0] < 1.0
         outcome: dict = {}
 
         def score_many() -> None:

@@ -5,8 +5,9 @@ side by side in one run (issue 51).
     python -m training.measure_forgetting --out /tmp/f --seeds 0 --n 20 --lengths 7 --max_steps 20   # reduced
 
 Per seed: 50 labelled chains (lengths 5-16, generator indices from 20,000 + 1,000 seed) of a target wording drawn by
-:func:`training.unseen_wordings.generated_wording` (a generator written after the guard's defaults were fixed; no
-default was chosen on any of its wordings), adapted from the shipped head twice with the same seed: ``before`` = the
+a generator of :mod:`training.unseen_wordings` (``--generator``: ``generated``, written after the guard's first
+defaults were fixed, on whose wordings 0 and 1 the columns below were compared; ``later``, written after the defaults
+were chosen, for the final measurement), adapted from the shipped head twice with the same seed: ``before`` = the
 previous defaults (no fresh-wording guard, no forgetting check: ``guard_chains=0, check_chains=0``), ``after`` = the
 command's defaults. Then the shipped head and both adapted heads under ARES (prior 1, auto mode; 5-fold CV macro-F1
 and at the threshold 0.5) on the first ``n`` evaluation chains (generator indices 0..n-1) of: the target wording at
@@ -31,14 +32,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ares_rerank.utils.io import write_atomic
+from training.unseen_wordings import GENERATORS
 
 
 __all__ = ["CONFIGS", "DEFAULT_CONFIGS", "main", "measure_set", "summary_table"]
 
 # The adapt keywords of each column; "after" is the command's defaults. The others change one default each (the
-# issue's "measure what helps"): more replay, a lower averaging weight, twice the steps, twice the guard's chains, a
-# check read on twice the chains, and two tried on seed 0 (weight 1.0; 120 steps with the check on 48 chains); run them
-# with --configs (not run by default).
+# issue's "measure what helps"): more replay, a lower or no averaging, twice the steps, twice the guard's chains, and
+# the check on the 24 chains it had until the sweep of training/results/adapt_forgetting_seeds012_sweep.md (whose
+# "check-48" column is today's "after"); run them with --configs (not run by default).
 CONFIGS: dict[str, dict[str, Any]] = {
     "before": {"guard_chains": 0, "check_chains": 0},
     "after": {},
@@ -47,8 +49,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "weight-1.0": {"adapted_weight": 1.0},
     "steps-120": {"max_steps": 120},
     "guard-80": {"guard_chains": 80},
-    "check-48": {"check_chains": 48},
-    "steps-120-check-48": {"max_steps": 120, "check_chains": 48},
+    "check-24": {"check_chains": 24},
 }
 DEFAULT_CONFIGS = ("before", "after")
 TRAIN_LENGTHS = (5, 6, 8, 10, 12, 16)
@@ -132,8 +133,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training.measure_forgetting", description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="Folder for the chains, the adapted heads and results.json.")
     parser.add_argument("--seeds", default="0,1,2", help="Comma-separated seeds (training chains and adapt --seed).")
-    parser.add_argument("--target", type=int, default=0, help="generated_wording seed of the adapted-to wording.")
-    parser.add_argument("--other", type=int, default=1, help="generated_wording seed of the second wording.")
+    parser.add_argument("--generator", default="generated", choices=sorted(GENERATORS),
+                        help="Which wording generator of training/unseen_wordings.py draws both wordings: "
+                             "'generated' (the defaults were chosen on its wordings 0 and 1) or 'later' (written "
+                             "after the defaults were fixed; the final measurement).")
+    parser.add_argument("--target", type=int, default=0, help="the generator's seed of the adapted-to wording.")
+    parser.add_argument("--other", type=int, default=1, help="the generator's seed of the second wording.")
     parser.add_argument("--n", type=int, default=100, help="Evaluation chains per set.")
     parser.add_argument("--lengths", default="7,25", help="Lengths of the target wording's evaluation sets.")
     parser.add_argument("--recipes", action="store_true", help="Also the held-out recipe graphs (needs the data).")
@@ -155,9 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     from ares_rerank.backbones.loading import load_backbone
     from ares_rerank.training.adapt import adapt_head
-    from training.unseen_wordings import generated_wording
-
-    target, other = generated_wording(args.target), generated_wording(args.other)
+    target, other = GENERATORS[args.generator](args.target), GENERATORS[args.generator](args.other)
     out = Path(args.out)
     sets = _sets(target, other, [int(k) for k in args.lengths.split(",") if k], args.n, args.recipes)
     shipped = load_backbone("default", kind="nli", device="cpu")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from ares_rerank.data.claimtrees import ClaimTreesTemplates
 
 
-__all__ = ["UNSEEN_WORDINGS", "generated_wording"]
+__all__ = ["GENERATORS", "UNSEEN_WORDINGS", "generated_wording", "later_wording"]
 
 UNSEEN_WORDINGS: dict[str, ClaimTreesTemplates] = {
     "ratified": ClaimTreesTemplates(
@@ -63,3 +63,36 @@ def generated_wording(seed: int) -> ClaimTreesTemplates:
     if fact.endswith("has been " + participle + "."):  # the step says what the fact says
         step = step.replace("is " + participle, "has been " + participle)
     return ClaimTreesTemplates(rule=rule, fact=fact, step=step[0].upper() + step[1:])
+
+
+# A second generator, written on 2026-12-06 after adapt's defaults were chosen on generated_wording's wordings (the
+# check grew to 48 chains there) and before any head was measured on it: other verbs, connectives and shapes (the fact
+# says "is perennially" or "is demonstrably", which the steps repeat), so the defaults' final measurement reads
+# wordings no choice was made on, from a generator no choice was made on. Its words have 10 letters or more: outside
+# the random wordings' vocabulary, every training form and the first generator.
+_LATER_VERBS = (("galvanizing", "galvanizes", "galvanized"), ("sanctifying", "sanctifies", "sanctified"),
+                ("amalgamating", "amalgamates", "amalgamated"), ("crystallizing", "crystallizes", "crystallized"),
+                ("reverberating", "reverberates", "reverberated"), ("emancipating", "emancipates", "emancipated"),
+                ("substantiating", "substantiates", "substantiated"), ("magnetizing", "magnetizes", "magnetized"))
+_LATER_CONNECTIVES = ("inexorably", "unfailingly", "incontestably", "indubitably")
+_LATER_RULES = ("{G} {{p}} invariably {V} {{q}}.", "{G} {{p}} unconditionally {V} {{q}}.")
+_LATER_FACTS = ("perennially", "demonstrably")
+_LATER_STEPS = ("{C}, {{q}} {F}: {{p}} {F} and {g} {{p}} {V} {{q}}.",
+                "{{p}} {F}; {g} {{p}} {V} {{q}}; {C} {{q}} {F}.",
+                "{G} {{p}} {V} {{q}} and {{p}} {F}, consequentially {{q}} {F}.")
+
+
+def later_wording(seed: int) -> ClaimTreesTemplates:
+    """A coherent unseen wording from the second generator (see above), deterministic in ``seed``."""
+    import random
+
+    rng = random.Random(f"later-wording-{seed}")
+    gerund, third, participle = rng.choice(_LATER_VERBS)
+    said = f"is {rng.choice(_LATER_FACTS)} {participle}"
+    words = {"G": gerund.capitalize(), "g": gerund, "V": third, "E": participle, "F": said,
+             "C": rng.choice(_LATER_CONNECTIVES)}
+    rule, step = rng.choice(_LATER_RULES).format(**words), rng.choice(_LATER_STEPS).format(**words)
+    return ClaimTreesTemplates(rule=rule, fact="{p} " + said + ".", step=step[0].upper() + step[1:])
+
+
+GENERATORS = {"generated": generated_wording, "later": later_wording}

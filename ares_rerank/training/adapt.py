@@ -84,9 +84,10 @@ class AdaptArguments:
         "help": "Chains in wordings drawn fresh for this run (half random, half composed; none of the head's mix) "
                 "replayed beside the mix and fitted to what the head said about them before adapting, so that it "
                 "keeps its behaviour on wordings neither your chains nor its mix show (0 = none)."})
-    check_chains: int = field(default=24, metadata={
+    check_chains: int = field(default=48, metadata={
         "help": "Chains in other fresh wordings, never trained on, for the forgetting check: their ARES macro-F1 at "
-                "0.5 before and after is in the table (0 = no check)."})
+                "0.5 before and after is in the table (0 = no check). 48: on 24 the check's own noise backed off a "
+                "head that had not forgotten (issue 51's seed-0 sweep)."})
     forgetting_bound: float = field(default=0.02, metadata={
         "help": "The largest drop of the forgetting check's macro-F1 that holds; past it, adapt backs off (see "
                 "--on_forgetting)."})

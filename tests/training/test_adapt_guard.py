@@ -177,8 +177,9 @@ def test_adapt_replays_fresh_wordings_and_shows_the_forgetting_check(tmp_path, t
 
 
 def test_the_generated_measurement_wordings_are_unseen_and_read_back():
-    """training/unseen_wordings.generated_wording: its content words occur in no training form, held-out or unseen
-    wording and in no random wording's vocabulary, and the rule oracle reads its chains back."""
+    """training/unseen_wordings' generators: their content words occur in no training form, held-out or unseen
+    wording and in no random wording's vocabulary (the later one's in none of the first's), and the rule oracle reads
+    their chains back."""
     import re
 
     from ares_rerank.backbones.oracle import ClaimTreesOracle
@@ -186,7 +187,7 @@ def test_the_generated_measurement_wordings_are_unseen_and_read_back():
     from ares_rerank.training.mix import MENTION_FORMS, MISSING_RULE_FORMS
     from ares_rerank.training.wordings import (FACT_FORMS, HELDOUT_TEMPLATES, RULE_FORMS, STEP_FORMS,
                                                TRAIN_TEMPLATES, wording_vocabulary)
-    from training.unseen_wordings import UNSEEN_WORDINGS, generated_wording
+    from training.unseen_wordings import GENERATORS, UNSEEN_WORDINGS, generated_wording
 
     def words(*texts):
         return {w.lower() for t in texts for w in re.findall(r"[A-Za-z]+", t.replace("{p}", " ").replace("{q}", " "))}
@@ -195,19 +196,23 @@ def test_the_generated_measurement_wordings_are_unseen_and_read_back():
              *(x for t in [*TRAIN_TEMPLATES.values(), *HELDOUT_TEMPLATES.values(), *UNSEEN_WORDINGS.values()]
                for x in (t.rule, t.fact, t.step))]
     function_words = {"is", "and", "has", "been", "being", "any"}
-    seen = set()
-    for seed in range(6):
-        templates = generated_wording(seed)
-        assert templates == generated_wording(seed)  # deterministic
-        seen.add(templates)
-        own = words(templates.rule, templates.fact, templates.step) - function_words
-        assert own and not own & words(*known) and not own & set(wording_vocabulary()), seed
-        oracle = ClaimTreesOracle(templates)
-        for chain in load_claimtrees(2, 6, start=3, templates=templates):
-            for k, step in enumerate(chain.steps):
-                sound = list(chain.base_claims) + [s for s, y in zip(chain.steps[:k], chain.labels[:k]) if y == 0]
-                assert oracle.entailment_probs([sound], [step]) == [1.0 - chain.labels[k]]
-    assert len(seen) >= 4
+    first = {w for seed in range(40) for t in [generated_wording(seed)] for w in words(t.rule, t.fact, t.step)}
+    for name, generate in GENERATORS.items():
+        seen = set()
+        for seed in range(6):
+            templates = generate(seed)
+            assert templates == generate(seed)  # deterministic
+            seen.add(templates)
+            own = words(templates.rule, templates.fact, templates.step) - function_words
+            assert own and not own & words(*known) and not own & set(wording_vocabulary()), (name, seed)
+            if name != "generated":  # the later generator shares no word with the one the defaults were chosen on
+                assert not own & first, (name, seed)
+            oracle = ClaimTreesOracle(templates)
+            for chain in load_claimtrees(2, 6, start=3, templates=templates):
+                for k, step in enumerate(chain.steps):
+                    sound = list(chain.base_claims) + [s for s, y in zip(chain.steps[:k], chain.labels[:k]) if y == 0]
+                    assert oracle.entailment_probs([sound], [step]) == [1.0 - chain.labels[k]]
+        assert len(seen) >= 4, name
 
 
 def test_the_forgetting_measurement_summarises_mean_and_spread_over_seeds():

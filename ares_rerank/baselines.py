@@ -108,7 +108,11 @@ def _whole_chain_scores(chains: Sequence[Chain], backbone: Backbone, method: str
     for chain in chains:
         # one finite probability in [0, 1] per step, or our TypeError / ValueError naming the backbone
         raw = check_probabilities(whole.chain_step_probs(chain.base_claims, chain.steps), chain.steps, backbone)
-        ones = [0] * chain.num_steps
-        ones[-1] = 1  # one pass over the whole chain
-        out.append(ChainScores(raw.tolist(), 1, ones, method=method, mode="direct", chain_id=chain.id))
+        if getattr(whole, "one_pass_chain", True):
+            per_step = [0] * chain.num_steps
+            per_step[-1] = 1  # one pass over the whole chain
+        else:  # a model that reads one value per input (Universal-PRM): one input per prefix
+            per_step = [1] * chain.num_steps
+        out.append(ChainScores(raw.tolist(), sum(per_step), per_step, method=method, mode="direct",
+                               chain_id=chain.id))
     return out

@@ -494,3 +494,58 @@ def actprm_mirror(path: str | Path, seed: int = 5, members: int = 4) -> Path:
                     bos_token_id=None, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
                     tie_word_embeddings=False)
     return path
+
+
+# Universal-PRM's model is its checkpoint's own code, which no readable source publishes: the mirror's remote code is a
+# Qwen2 decoder and a one-logit head on the last position, i.e. only the contract the card's code reads
+# (``model(input_ids=...)[0]`` holds one value per input). The family calls whatever code the checkpoint ships.
+UNIVERSAL_MODELING = '''
+import torch
+from transformers import Qwen2Config, Qwen2Model, Qwen2PreTrainedModel
+from transformers.modeling_outputs import SequenceClassifierOutputWithPast
+
+
+class UniversalPRMMirrorConfig(Qwen2Config):
+    model_type = "qwen2"
+
+
+class UniversalPRMMirror(Qwen2PreTrainedModel):
+    config_class = UniversalPRMMirrorConfig
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = Qwen2Model(config)
+        self.score = torch.nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, **kwargs):
+        hidden_states = self.model(input_ids, attention_mask=attention_mask).last_hidden_state
+        return SequenceClassifierOutputWithPast(logits=self.score(hidden_states[:, -1]))  # (batch, 1)
+'''
+
+
+def universal_prm_mirror(path: str | Path, seed: int = 6) -> Path:
+    """Universal-PRM-7B: a Qwen2.5 tokenizer (ChatML, ``<|im_end|>`` its eos) and remote code returning one logit per
+    input (:data:`UNIVERSAL_MODELING`), mapped from ``auto_map["AutoModel"]`` as a ``custom_code`` checkpoint is."""
+    import importlib.util
+    import sys
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "modeling_universal_prm.py").write_text(UNIVERSAL_MODELING)
+    spec = importlib.util.spec_from_file_location(f"universal_prm_mirror_{seed}", path / "modeling_universal_prm.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    tokenizer = _qwen_tokenizer(bos=None)
+    torch.manual_seed(seed)
+    model = module.UniversalPRMMirror(module.UniversalPRMMirrorConfig(**_qwen2_config(tokenizer).to_dict()))
+    with torch.no_grad():  # spread the random scores away from 0.5 (still away from 0 and 1)
+        model.score.weight.mul_(20)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    _rewrite_config(path, architectures=["UniversalPRMMirror"], model_type="qwen2",
+                    auto_map={"AutoConfig": "modeling_universal_prm.UniversalPRMMirrorConfig",
+                              "AutoModel": "modeling_universal_prm.UniversalPRMMirror"},
+                    bos_token_id=None, eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=False)
+    return path

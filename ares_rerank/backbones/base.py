@@ -99,7 +99,9 @@ class Backbone(Protocol):
 class ChainBackbone(Protocol):
     """Optional second capability: score every step of a whole chain in one pass (PRM whole-chain, LLM-Judge).
 
-    Returns one probability per step, ``len(steps)`` values.
+    Returns one probability per step, ``len(steps)`` values. A backbone whose model reads one value per input and so
+    scores a chain one prefix at a time says ``one_pass_chain = False`` (``method="prm-chain"`` then counts one
+    evaluation per step; without the attribute, one a chain).
     """
 
     def chain_step_probs(self, base_claims: Sequence[str], steps: Sequence[str]) -> Sequence[float]: ...

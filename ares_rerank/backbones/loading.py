@@ -6,10 +6,10 @@ imports none of the backbone modules (which import the shared helpers from :mod:
 leaf :mod:`~ares_rerank.backbones.devices`). Local kinds: ``"nli"``
 (:class:`~ares_rerank.backbones.nli.EntailmentHead`); the published PRM families (:data:`PRM_FAMILIES`, one module
 each in :mod:`~ares_rerank.backbones.prms`: ``"prm-qwen"``, ``"prm-math-shepherd"``, ``"prm-rlhflow"``,
-``"prm-skywork"``, ``"prm-trl"``, ``"prm-math-psa"``, ``"prm-versaprm"``, ``"prm-actprm"``; presets of a family's
-scorer for a published layout of its kind: ``"prm-reasonflux"``, ``"prm-pure"``), picked from their hub ids and
-architectures (:func:`prm_family`, :func:`detect_kind`); ``"prm"`` (:class:`~ares_rerank.backbones.prms.StepTagPRM`)
-and ``"prm-causal"``
+``"prm-skywork"``, ``"prm-trl"``, ``"prm-math-psa"``, ``"prm-versaprm"``, ``"prm-actprm"``, ``"prm-universal"``;
+presets of a family's scorer for a published layout of its kind: ``"prm-reasonflux"``, ``"prm-pure"``), picked
+from their hub ids and architectures (:func:`prm_family`, :func:`detect_kind`); ``"prm"``
+(:class:`~ares_rerank.backbones.prms.StepTagPRM`) and ``"prm-causal"``
 (:class:`~ares_rerank.backbones.prms.CausalPRM`) for PRMs of your own layout; implicit PRMs, a PRM causal LM read
 against a reference LM (``ref_model=``): ``"prm-implicit"`` (:class:`~ares_rerank.backbones.prms.implicit.ImplicitPRM`)
 and EurusPRM's preset ``"prm-eurus"``; ``"judge"``
@@ -104,6 +104,7 @@ BACKBONE_KINDS: dict[str, str] = {
     "prm-skywork": "ares_rerank.backbones.prms.skywork:SkyworkPRM",
     "prm-thinkprm": "ares_rerank.backbones.verifiers.thinkprm:ThinkPRM",
     "prm-trl": "ares_rerank.backbones.prms.trl:TRLPRM",
+    "prm-universal": "ares_rerank.backbones.prms.universal:UniversalPRM",  # its own code, one input per prefix
     "prm-versaprm": "ares_rerank.backbones.prms.versaprm:VersaPRM",
     "vllm-completions": "ares_rerank.backbones.vllm_completions:VLLMCompletionsPRM",
     "vllm-pooling": "ares_rerank.backbones.vllm_pooling:VLLMPoolingPRM",

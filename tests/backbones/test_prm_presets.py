@@ -38,7 +38,16 @@ from transformers import AutoModel, AutoModelForCausalLM, AutoModelForTokenClass
 
 from ares_rerank import Chain, load_backbone, score_chains
 from ares_rerank.backbones.loading import prm_family
-from ares_rerank.backbones.prms import PUREPRM, TRLPRM, ActPRM, MathPSAPRM, QwenPRM, ReasonFluxPRM, VersaPRM
+from ares_rerank.backbones.prms import (
+    PUREPRM,
+    TRLPRM,
+    ActPRM,
+    MathPSAPRM,
+    QwenPRM,
+    ReasonFluxPRM,
+    UniversalPRM,
+    VersaPRM,
+)
 from prm_checks import (
     ATOL,
     BASE,
@@ -57,6 +66,7 @@ from prm_mirrors import (
     math_psa_mirror,
     pure_mirror,
     reasonflux_mirror,
+    universal_prm_mirror,
     versaprm_mirror,
 )
 from tiny_models import hub_cache_repo
@@ -324,6 +334,67 @@ def test_actprm_loads_natively_by_hub_id_and_averages_its_members(tmp_path, monk
     members = torch.sigmoid(prm.forward_logits(prm.pad(items))[0, items[0]["tags"]])  # (steps, members)
     assert prm.chain_step_probs(BASE, STEPS) == pytest.approx(members.mean(dim=-1).tolist(), abs=ATOL)
     assert (members.max(dim=-1).values - members.min(dim=-1).values).min() > 1e-3  # the members disagree
+
+
+# -- Universal-PRM: one input per prefix, the checkpoint's own code ---------------------------------------------------
+def universal_reference(model, tokenizer, question: str, steps: list[str]) -> tuple[list[int], list[float]]:
+    """The card's ``evaluate_steps`` (no reference answer): per prefix, the tokenized chat query, the prefix's steps
+    joined and closed by a blank line, the eos id; ``sigmoid(model(input_ids)[0])``. Returns the last prefix's ids
+    (the whole chain's input) and every prefix's score. The card targets transformers 4, where a tokenized
+    ``apply_chat_template`` is a list of ids: ``return_dict=False`` asks transformers 5 for the same."""
+    user = question + "\n\n###\n\nThe reference answer is: There is no reference answer for this question."
+    messages = [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": user}]
+    query = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, return_dict=False)
+    scores, ids = [], []
+    for k in range(1, len(steps) + 1):
+        ids = query + tokenizer("\n\n".join(steps[:k]) + "\n\n")["input_ids"] + [tokenizer.eos_token_id]
+        scores.append(torch.sigmoid(model(input_ids=torch.tensor([ids]).long())[0]).item())
+    return ids, scores
+
+
+@pytest.fixture(scope="module")
+def universal(tmp_path_factory):
+    path = universal_prm_mirror(tmp_path_factory.mktemp("universal"))
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path, trust_remote_code=True, dtype=torch.float32).eval()
+    return path, lambda q, s: universal_reference(model, tokenizer, q, s)
+
+
+@torch.inference_mode()
+def test_universal_prm_matches_the_card_on_the_chain_and_premise_subsets(universal):
+    """Same ids and scores as the card's loop: every prefix of the whole chain (one input each, so one model call
+    per step), each premise subset as the chain made of it, and ARES's first step."""
+    path, reference = universal
+    prm = load_backbone(path, kind="prm-universal", trust_remote_code=True, device="cpu", dtype="float32")
+    assert type(prm) is UniversalPRM
+    ids, expected = reference(question(BASE), STEPS)
+    assert prm.encode_chain(BASE, STEPS)["input_ids"] == ids
+    assert len(set(round(p, 3) for p in expected)) == len(STEPS) and all(0.02 < p < 0.98 for p in expected)
+    (whole,) = score_chains([Chain(BASE, STEPS)], prm, method="prm-chain")
+    assert whole.step_scores == pytest.approx(expected, abs=ATOL)
+    assert whole.evaluations == len(STEPS)  # the card's cost: one input per prefix
+    check_premise_subsets(prm, reference)
+    check_ares_first_step(prm, reference)
+    assert prm.render(BASE, STEPS[:1]).endswith(STEPS[0] + "\n\n<|im_end|>")
+
+
+def test_universal_prm_by_hub_id_needs_its_own_code(universal, tmp_path, monkeypatch):
+    """The hub id picks the family; without trust_remote_code the error says to pass it (a plain Qwen2 would
+    return hidden states, not a score), and a batch size other than one is refused by name."""
+    path, reference = universal
+    cache = tmp_path / "hub"
+    hub_cache_repo(cache, "infly/Universal-PRM-7B", path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert prm_family("INFLY/universal-prm-7b") == "prm-universal"
+    with pytest.raises(ValueError, match="trust_remote_code=True"):
+        load_backbone("infly/Universal-PRM-7B", cache_dir=cache, device="cpu")
+    prm = load_backbone("infly/Universal-PRM-7B", cache_dir=cache, device="cpu", dtype="float32",
+                        trust_remote_code=True)
+    assert type(prm) is UniversalPRM and not prm.prefix_cache
+    _, expected = reference(question(BASE), STEPS)
+    assert prm.chain_step_probs(BASE, STEPS) == pytest.approx(expected, abs=ATOL)
+    with pytest.raises(ValueError, match="batch_size=4"):
+        UniversalPRM(prm.model, prm.tokenizer, batch_size=4)
 
 
 # -- the window choice ------------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ folder. docs/PRMS.md has the table: family, hub ids, the call, what is read, how
 - ``prm-skywork`` (:class:`SkyworkPRM`): Skywork-o1-Open-PRM (Qwen2.5 + value head), loaded natively;
 - ``prm-trl`` (:class:`TRLPRM`): token classifiers trained with TRL's PRMTrainer;
 - ``prm-pure`` (:class:`PUREPRM`): PURE-PRM-7B, TRL's layout with the separator ``"\n"``;
+- ``prm-universal`` (:class:`UniversalPRM`): Universal-PRM-7B (its own code; ChatML, one sigmoid per prefix);
 - ``prm-implicit`` (:class:`ImplicitPRM`): implicit PRMs, a PRM causal LM read against a reference LM
   (``ref_model=``), and ``prm-eurus`` (:class:`EurusPRM`): EurusPRM-Stage1/2 as their model card reads them;
 - ``prm`` (:class:`StepTagPRM`) / ``prm-causal`` (:class:`CausalPRM`): your own PRM with a step tag (configurable).
@@ -37,6 +38,7 @@ from .qwen import QwenPRM, ReasonFluxPRM
 from .rlhflow import RLHFlowPRM
 from .skywork import SkyworkPRM
 from .trl import PUREPRM, TRLPRM
+from .universal import UniversalPRM
 from .versaprm import VersaPRM
 
 
@@ -57,6 +59,7 @@ __all__ = [
     "SkyworkPRM",
     "StepTagPRM",
     "TRLPRM",
+    "UniversalPRM",
     "VersaPRM",
     "encode_spans",
     "positive_class_probs",

@@ -64,6 +64,9 @@ class PRMBackbone(HFBackbone):
     hub_ids: tuple[str, ...] = ()
     #: ``config.architectures`` names only this family uses (picked from them too).
     architectures: tuple[str, ...] = ()
+    #: Whether :meth:`chain_step_probs` reads every step from one input (``method="prm-chain"`` counts one
+    #: evaluation a chain); ``False``: one input per step (counted so).
+    one_pass_chain = True
     #: Constructor defaults for a known hub id (lower case), e.g. the step separator a published PRM was trained with.
     hub_presets: dict[str, dict[str, Any]] = {}
 

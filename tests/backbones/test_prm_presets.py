@@ -1,5 +1,5 @@
-"""The newer layouts of known PRM kinds (ReasonFlux-PRM-7B, PURE-PRM-7B, Math-psa, VersaPRM, ActPRM) against their
-authors' published code, and the ``window`` choice for premises that do not fit.
+"""The newer layouts of known PRM kinds (ReasonFlux-PRM-7B, PURE-PRM-7B, Math-psa, VersaPRM, ActPRM, Universal-PRM)
+against their authors' published code, and the ``window`` choice for premises that do not fit.
 
 As tests/backbones/test_prm_families.py does for the older families: an offline mirror of each model
 (tests/prm_mirrors.py), the published scoring code re-written here (none of it calls the project's renderers), the
@@ -23,6 +23,9 @@ way ARES renders them. The references:
 - ActPRM: sail-sg/ActivePRM ``examples/py_scripts/test_actprm_on_processbench.EnsemblePRMWorker`` (``prompt2message``,
   ``apply_chat_template``, ``generate`` with ``reduce="mean"``) on the published ``Qwen2ForEnsemblePRM`` run as remote
   code (``inference``: each member's sigmoid).
+- Universal-PRM-7B: the model card's usage code (its ``evaluate_steps`` loop, with no reference answer: one input per
+  prefix, ``sigmoid(model(input_ids)[0])``) on a mirror run as remote code; its own modeling file was not readable,
+  so the mirror's head is only what the card reads (one value per input).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ re-written there, beside the project on these folders. Facts taken from the publ
 from __future__ import annotations
 
 import json
+import types
 from pathlib import Path
 
 import torch
@@ -170,20 +171,27 @@ def _rewrite_config(path: Path, **published) -> None:
     (path / "config.json").write_text(json.dumps(config, indent=2))
 
 
-def qwen_prm_mirror(path: str | Path, seed: int = 0) -> Path:
-    """Qwen2.5-Math-PRM: its remote code and published config; weights under the published names."""
+def _remote_module(path: Path, filename: str, code: str, name: str) -> types.ModuleType:
+    """Write ``code`` as the mirror's remote-code file ``filename`` in ``path`` and import it (to build the weights
+    with the published classes before ``save_pretrained``)."""
     import importlib.util
     import sys
 
-    path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    (path / "modeling_qwen2_rm.py").write_text(QWEN_MODELING)
-    (path / "configuration_qwen2_rm.py").write_text(
-        "from transformers import Qwen2Config\n\n\nclass Qwen2RMConfig(Qwen2Config):\n    model_type = 'qwen2_rm'\n")
-    spec = importlib.util.spec_from_file_location(f"qwen_rm_mirror_{seed}", path / "modeling_qwen2_rm.py")
+    (path / filename).write_text(code)
+    spec = importlib.util.spec_from_file_location(name, path / filename)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
+    return module
+
+
+def qwen_prm_mirror(path: str | Path, seed: int = 0) -> Path:
+    """Qwen2.5-Math-PRM: its remote code and published config; weights under the published names."""
+    path = Path(path)
+    module = _remote_module(path, "modeling_qwen2_rm.py", QWEN_MODELING, f"qwen_rm_mirror_{seed}")
+    (path / "configuration_qwen2_rm.py").write_text(
+        "from transformers import Qwen2Config\n\n\nclass Qwen2RMConfig(Qwen2Config):\n    model_type = 'qwen2_rm'\n")
     tokenizer = _qwen_tokenizer(bos=None)
     torch.manual_seed(seed)
     config = module.Qwen2RMConfig(**_qwen2_config(tokenizer).to_dict())
@@ -464,17 +472,9 @@ def actprm_mirror(path: str | Path, seed: int = 5, members: int = 4) -> Path:
     """ActPRM: its remote code (``QwenEnPRMConfig``, ``Qwen2ForEnsemblePRM``) and published config
     (``architectures: ["Qwen2ForEnsemblePRM"]``, ``model_type: "qwen2"``, ``num_ensemble``, ``rr_token``), weights
     ``model.*``, ``score.model.*`` and the frozen ``score.reg_model.*``; a Qwen2.5 tokenizer (``<extra_0>`` special)."""
-    import importlib.util
-    import sys
-
     path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    (path / "modeling_qwen2.py").write_text(ACTPRM_MODELING)
+    module = _remote_module(path, "modeling_qwen2.py", ACTPRM_MODELING, f"actprm_mirror_{seed}")
     (path / "configuration_qwen2.py").write_text(ACTPRM_MODELING.split("class EnsembleFC")[0])
-    spec = importlib.util.spec_from_file_location(f"actprm_mirror_{seed}", path / "modeling_qwen2.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
     tokenizer = _qwen_tokenizer(bos=None)
     torch.manual_seed(seed)
     config = module.QwenEnPRMConfig(num_ensemble=members, rr_token="<extra_0>",
@@ -527,16 +527,8 @@ class UniversalPRMMirror(Qwen2PreTrainedModel):
 def universal_prm_mirror(path: str | Path, seed: int = 6) -> Path:
     """Universal-PRM-7B: a Qwen2.5 tokenizer (ChatML, ``<|im_end|>`` its eos) and remote code returning one logit per
     input (:data:`UNIVERSAL_MODELING`), mapped from ``auto_map["AutoModel"]`` as a ``custom_code`` checkpoint is."""
-    import importlib.util
-    import sys
-
     path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    (path / "modeling_universal_prm.py").write_text(UNIVERSAL_MODELING)
-    spec = importlib.util.spec_from_file_location(f"universal_prm_mirror_{seed}", path / "modeling_universal_prm.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = _remote_module(path, "modeling_universal_prm.py", UNIVERSAL_MODELING, f"universal_prm_mirror_{seed}")
     tokenizer = _qwen_tokenizer(bos=None)
     torch.manual_seed(seed)
     model = module.UniversalPRMMirror(module.UniversalPRMMirrorConfig(**_qwen2_config(tokenizer).to_dict()))

@@ -71,18 +71,20 @@ class UniversalPRM(PRMBackbone):
             )
         return super().from_pretrained(name_or_path, trust_remote_code=True, **kwargs)
 
+    def messages(self, base_claims: Sequence[str]) -> list[dict[str, str]]:
+        """The card's query turns: its system turn and the question with the no-reference slot."""
+        return [{"role": "system", "content": UNIVERSAL_PRM_SYSTEM_PROMPT},
+                {"role": "user", "content": self.question(base_claims) + UNIVERSAL_PRM_NO_REFERENCE}]
+
     def query_ids(self, base_claims: Sequence[str]) -> list[int]:
-        """The card's query: the chat template over the system turn and the question with the no-reference slot."""
-        messages = [{"role": "system", "content": UNIVERSAL_PRM_SYSTEM_PROMPT},
-                    {"role": "user", "content": self.question(base_claims) + UNIVERSAL_PRM_NO_REFERENCE}]
-        ids = self.tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True,
-                                                 return_dict=False)
+        """The card's query ids: the chat template over :meth:`messages`, tokenized, with the generation prompt."""
+        ids = self.tokenizer.apply_chat_template(self.messages(base_claims), tokenize=True,
+                                                 add_generation_prompt=True, return_dict=False)
         return [int(i) for i in ids]
 
     def render(self, base_claims: Sequence[str], steps: Sequence[str]) -> str:
-        messages = [{"role": "system", "content": UNIVERSAL_PRM_SYSTEM_PROMPT},
-                    {"role": "user", "content": self.question(base_claims) + UNIVERSAL_PRM_NO_REFERENCE}]
-        query = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        query = self.tokenizer.apply_chat_template(self.messages(base_claims), tokenize=False,
+                                                   add_generation_prompt=True)
         return query + "\n\n".join(steps) + "\n\n" + self.tokenizer.eos_token
 
     def encode_chain(self, base_claims: Sequence[str], steps: Sequence[str]) -> dict[str, Any]:

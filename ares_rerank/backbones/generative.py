@@ -135,7 +135,8 @@ class GenerativeVerifier(TokenWindow):
         system_prompt: A system turn (with ``use_chat_template``).
         use_chat_template: Wrap the prompt as a user turn in the tokenizer's chat template, generation prompt added
             (default: when the tokenizer has one).
-        sampling: The rationale's :class:`Sampling` (default temperature 0.7, 1,024 tokens).
+        sampling: The rationale's :class:`Sampling` (default temperature 0.7, 1,024 tokens), or a dict of its
+            fields (``--backbone-options '{"sampling": {"max_tokens": 256}}'``), the others kept at the default.
         verdict_prompt: Placed after the rationale before the answer is read (default ``"\\nVerdict (Yes or
             No):"``).
         verdict_parser: ``rationale -> text`` placed after the prompt before the answer token is read (overrides
@@ -166,7 +167,7 @@ class GenerativeVerifier(TokenWindow):
         prompt: str | Callable[[str, list[str], str], str] = DEFAULT_PROMPT,
         system_prompt: str | None = None,
         use_chat_template: bool | None = None,
-        sampling: Sampling | None = None,
+        sampling: Sampling | dict[str, Any] | None = None,
         verdict_prompt: str = "\nVerdict (Yes or No):",
         verdict_parser: Callable[[str], str] | None = None,
         answers: tuple[str, str] = (" Yes", " No"),
@@ -191,7 +192,7 @@ class GenerativeVerifier(TokenWindow):
         self.chat = has_template if use_chat_template is None else bool(use_chat_template)
         if self.chat and not has_template:
             raise ValueError("use_chat_template=True, but the tokenizer has no chat template: pass False.")
-        self.sampling = sampling or Sampling(max_tokens=1024)
+        self.sampling = Sampling.from_value(sampling, Sampling(max_tokens=1024))
         self.verdict_prompt, self.verdict_parser = verdict_prompt, verdict_parser
         self.previous_separator = previous_separator
         self.answer_ids = self.single_tokens(answers, "answers")

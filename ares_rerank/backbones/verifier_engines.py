@@ -44,6 +44,7 @@ with another request shape) and :func:`load_engine` picks among them.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from collections import OrderedDict
@@ -131,6 +132,32 @@ class Sampling:
         if not is_finite_number(self.repetition_penalty) or self.repetition_penalty <= 0:
             raise ValueError(f"Sampling(repetition_penalty={self.repetition_penalty!r}) must be > 0 (1 = off).")
         object.__setattr__(self, "stop", tuple(self.stop))
+
+    @classmethod
+    def from_value(cls, value: Sampling | dict[str, Any] | None, default: Sampling, name: str = "sampling") -> Sampling:
+        """``value`` as a :class:`Sampling`: one as given, ``None`` for ``default``, or a dict of its fields (what
+        ``--backbone-options`` JSON gives: ``{"max_tokens": 256, "stop": ["</s>"]}``), the fields it leaves out
+        taken from ``default``.
+
+        Raises:
+            TypeError: ``value`` is none of these.
+            ValueError: a dict names a field :class:`Sampling` does not have, or a field's value is refused.
+        """
+        if value is None:
+            return default
+        if isinstance(value, cls):
+            return value
+        if not isinstance(value, dict):
+            raise TypeError(f"{name}={value!r:.80} must be a Sampling or a dict of its fields, e.g. "
+                            f'{{"temperature": 0.7, "max_tokens": 256}}.')
+        fields = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(str(k) for k in value if k not in fields)
+        if unknown:
+            raise ValueError(f"{name}= has the unknown field(s) {unknown}: a Sampling has {fields}.")
+        given = dict(value)
+        if isinstance(given.get("stop"), list):  # JSON has no tuples
+            given["stop"] = tuple(given["stop"])
+        return replace(default, **given)
 
 
 @dataclass

@@ -414,6 +414,39 @@ def test_ares_scores_a_generative_verifier_in_sample_mode_with_its_costs(mirrors
 
 
 # -- the configurable verifier -----------------------------------------------------------------------------------
+def test_sampling_from_backbone_options_json_keeps_the_verifiers_defaults(mirrors):
+    engine = load_backbone(mirrors["prm-rprm"], kind="prm-rprm", seed=1, device="cpu").engine
+    v = GenerativeVerifier(engine, sampling={"max_tokens": 5, "stop": ["</s>"]}, use_chat_template=False)
+    assert v.sampling == Sampling(max_tokens=5, stop=("</s>",))  # JSON's list becomes the tuple a Sampling holds
+    assert GenerativeVerifier(engine, sampling={"temperature": 1.0}).sampling.max_tokens == 1024  # the default's
+    with pytest.raises(ValueError, match=r"sampling= has the unknown field\(s\) \['max_token'\]"):
+        GenerativeVerifier(engine, sampling={"max_token": 5})
+    with pytest.raises(TypeError, match="sampling=8 must be a Sampling or a dict of its fields"):
+        GenerativeVerifier(engine, sampling=8)
+    with pytest.raises(ValueError, match=r"Sampling\(temperature=-1\)"):
+        GenerativeVerifier(engine, sampling={"temperature": -1})
+
+
+def test_the_command_line_scores_with_a_sampling_given_as_json(mirrors, tmp_path, capsys):
+    import json
+
+    from ares_rerank.cli import main
+
+    chains = tmp_path / "chains.jsonl"
+    chains.write_text(json.dumps({"id": "c", "base_claims": QUESTION[:1], "steps": STEPS[:2]}) + "\n")
+    options = {"sampling": {"max_tokens": 3, "temperature": 1.0}, "use_chat_template": False,
+               "prompt": "{question} | {previous_steps} | {step}"}
+    out = tmp_path / "scores.jsonl"
+    args = ["score", str(chains), "--backbone", str(mirrors["prm-rprm"]), "--kind", "generative", "--mode", "sample",
+            "--eps", "0.3", "--delta", "0.3", "--output", str(out), "--backbone-options"]
+    assert main(args + [json.dumps(options)]) == 0
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert row["verdicts"] > 0 and 0 < row["generated_tokens"] <= 3 * row["verdicts"]  # the budget given held
+    capsys.readouterr()
+    assert main(args + ['{"sampling": {"max_token": 3}}', "--overwrite"]) == 2
+    assert "sampling= has the unknown field(s) ['max_token']" in capsys.readouterr().err
+
+
 def test_configurable_verifier_with_your_prompt_and_verdict_parser(mirrors):
     engine = load_backbone(mirrors["prm-rprm"], kind="prm-rprm", seed=1, device="cpu").engine
     parsed = []

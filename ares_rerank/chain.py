@@ -27,6 +27,7 @@ __all__ = [
     "COMPLETION_ROLES",
     "PROMPT_ROLES",
     "DEFAULT_THRESHOLD",
+    "OPTIONAL_SCORE_FIELDS",
     "Chain",
     "ChainScores",
     "check_separator",
@@ -520,7 +521,7 @@ class ChainScores:
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
         out["step_scores"] = [float(s) for s in self.step_scores]
-        for name in _OPTIONAL_SCORE_FIELDS:
+        for name in OPTIONAL_SCORE_FIELDS:
             if out[name] is None:
                 del out[name]
         return out
@@ -538,7 +539,7 @@ class ChainScores:
 
 
 # ChainScores fields added after its records were first written: left out of to_dict while None.
-_OPTIONAL_SCORE_FIELDS = ("stopping", "verdicts", "generated_tokens", "requests")
+OPTIONAL_SCORE_FIELDS = ("stopping", "verdicts", "generated_tokens", "requests")
 
 # The roles whose messages form the text of a conversational prompt / completion (AresReranker's defaults).
 PROMPT_ROLES = ("user",)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..chain import COMPLETION_ROLES, PROMPT_ROLES, ChainScores, message_text
+from ..chain import COMPLETION_ROLES, OPTIONAL_SCORE_FIELDS, PROMPT_ROLES, ChainScores, message_text
 
 
 __all__ = [
@@ -28,7 +28,9 @@ __all__ = [
 
 
 def certificate(scores: ChainScores) -> dict[str, Any]:
-    return {
+    """A record's certificate: the estimator's settings and bounds, and, where the chain has them, the stopping rule
+    and a sampled backbone's costs (verdicts, generated tokens, requests), as ``ChainScores.to_dict`` writes them."""
+    out = {
         "method": scores.method,
         "mode": scores.mode,
         "eps": scores.eps,
@@ -37,6 +39,8 @@ def certificate(scores: ChainScores) -> dict[str, Any]:
         "error_bounds": scores.error_bounds,
         "evaluations": scores.evaluations,
     }
+    out.update({name: getattr(scores, name) for name in OPTIONAL_SCORE_FIELDS if getattr(scores, name) is not None})
+    return out
 
 
 def check_candidate_lists(prompts: Any, completions: Any) -> None:

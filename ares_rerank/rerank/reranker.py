@@ -31,13 +31,14 @@ from typing import Any, Sequence
 from . import fingerprint
 from ..aggregate import Aggregate, aggregate_scores, get_aggregate
 from .answers import AnswerFn, AnswerMatcher, answer_matcher
-from ..backbones.base import Backbone
+from ..backbones.base import Backbone, is_sampled
 from ..utils.http import is_outage
 from ..baselines import check_method_backbone
 from ..chain import (COMPLETION_ROLES, DEFAULT_THRESHOLD, PROMPT_ROLES, Chain, ChainScores, message_text, split_prompt,
                      split_steps)
 from ..chat_templates import ChatLayout, prompt_text, resolve_layout, response_text
 from ..backbones.demo import DemoBackboneWarning, demo_warning_message, is_demo_backbone, off_domain_reason
+from ..estimator.batch import check_sampled_mode
 from ..estimator.config import AresConfig, flag_threshold
 from ..utils.checks import is_int
 from .records import (NO_STEPS, Ranking, certificate, check_candidate_lists, empty_record, rank_record,
@@ -167,6 +168,8 @@ class AresReranker:
         self.backbone = resolve_backbone(backbone)
         check_method_backbone(method, self.backbone)  # now, not at the first call
         self.config = config or AresConfig()
+        if method == "ares" and is_sampled(self.backbone):  # now: not a failed (unscored) completion per call
+            check_sampled_mode(self.backbone, self.config)
         self.threshold = flag_threshold(self.config, threshold, "AresReranker(threshold")
         self.method = method
         self.step_separator = step_separator

@@ -222,3 +222,28 @@ def test_betting_bounds_are_anytime_valid_on_their_own():
     assert constant.certified()
     low, high = constant.final_intervals()
     assert np.all(low <= 0.7) and np.all(high >= 0.7) and cap == math.ceil(math.log(4 * 2 / DELTA) / (2 * EPS * EPS))
+
+
+class Verifier(BinaryVerdicts):
+    """BinaryVerdicts with the baselines' method too, as a generative verifier has (the mean of 10 verdicts)."""
+
+    def entailment_probs(self, premises, hypotheses):
+        return [float(p.mean()) for p in self.sample_probs(premises, hypotheses, [10] * len(hypotheses))]
+
+
+def test_a_reranker_or_reward_on_a_sampled_backbone_refuses_auto_mode_when_built():
+    from ares_rerank import AresReranker
+    from ares_rerank.rewards.trl import AresReward
+
+    # at construction, not per call: a reward server or trainer would otherwise leave every completion unscored
+    with pytest.raises(ValueError, match="mode='sample'"):
+        AresReranker(Verifier())
+    with pytest.raises(ValueError, match="mode='sample'"):
+        AresReward(AresReranker(Verifier(), AresConfig(mode="exact")))
+    reranker = AresReranker(Verifier(), AresConfig(mode="sample", eps=0.3, delta=0.3), prompt_split="lines")
+    (scores,) = reranker.score("claim 0 nonce r", ["claim 1 nonce r\n\nclaim 2 nonce r"])
+    assert len(scores["step_scores"]) == 2
+    # the record's certificate carries the sampled backbone's costs, as `score` writes them
+    cost = scores["certificate"]
+    assert cost["stopping"] == "betting" and cost["verdicts"] == cost["num_samples"] * 2, cost
+    assert AresReranker(Verifier(), method="entail-prev").method == "entail-prev"  # a baseline needs no sample mode
